@@ -1,0 +1,1 @@
+"""Runtime: lowering of HOP DAGs to instructions, the interpreter and the local kernels."""

@@ -1,0 +1,1 @@
+"""Local (single-process) kernels over NumPy dense blocks and SciPy CSR blocks."""

@@ -1,0 +1,106 @@
+"""Runtime value representation shared by the interpreter, the kernels, IO and printing.
+
+Why plain NumPy/SciPy objects instead of a wrapper class: every operator call pays the wrapper's
+overhead, and the acceptance bar is parity with NumPy on plain dense operations.
+
+* MATRIX: a 2-D ``numpy.ndarray`` of float64 (dense) or a ``scipy.sparse.csr_array`` of float64
+  (sparse). Shapes are always 2-D; 0x0 is legal. Dense results of dense inputs stay dense; the format
+  is re-chosen by :func:`choose_format` where an operation can change sparsity substantially.
+* SCALAR: Python ``bool`` (BOOLEAN), ``int`` (INT64), ``float`` (FP64) or ``str`` (STRING). Check
+  ``bool`` before ``int`` because ``bool`` subclasses ``int``.
+* FRAME: :class:`Frame`; LIST: :class:`ListValue`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction
+MIN_SPARSE_CELLS = 1024  # tiny matrices stay dense; format changes cost more than they save
+
+Matrix = Any  # np.ndarray | sp.csr_array
+
+
+def is_matrix(v: object) -> bool:
+    return isinstance(v, np.ndarray) or sp.issparse(v)
+
+
+def is_sparse(v: object) -> bool:
+    return sp.issparse(v)
+
+
+def is_scalar(v: object) -> bool:
+    return isinstance(v, (bool, int, float, str, np.floating, np.integer, np.bool_))
+
+
+def nnz(m: Matrix) -> int:
+    if sp.issparse(m):
+        return int(m.count_nonzero())
+    return int(np.count_nonzero(m))
+
+
+def to_dense(m: Matrix) -> np.ndarray:
+    if sp.issparse(m):
+        return np.asarray(m.toarray(), dtype=np.float64)
+    return m
+
+
+def to_csr(m: Matrix) -> sp.csr_array:
+    if sp.issparse(m):
+        c = sp.csr_array(m, dtype=np.float64)
+    else:
+        c = sp.csr_array(np.asarray(m, dtype=np.float64))
+    c.eliminate_zeros()
+    return c
+
+
+def choose_format(m: Matrix) -> Matrix:
+    """Pick dense or CSR by exact sparsity, like SystemDS's examSparsity()."""
+    rows, cols = m.shape
+    cells = rows * cols
+    if cells < MIN_SPARSE_CELLS:
+        return to_dense(m)
+    z = nnz(m)
+    if z < SPARSITY_TURN_POINT * cells:
+        return to_csr(m)
+    return to_dense(m)
+
+
+def as_matrix_value(a: Any) -> Matrix:
+    """Normalize an external array-like (list, 1-D array, spmatrix) to a runtime matrix."""
+    if sp.issparse(a):
+        return choose_format(sp.csr_array(a, dtype=np.float64))
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = arr.reshape(1, 1)
+    elif arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    return arr
+
+
+@dataclass
+class Frame:
+    """A 2-D table with one value type per column (STRING, FP64, INT64, BOOLEAN)."""
+
+    columns: list[list[Any]]
+    schema: list[str]
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.columns[0]) if self.columns else 0, len(self.columns))
+
+
+@dataclass
+class ListValue:
+    """DML list: ordered values with optional names (``list(a=1, b=X)``)."""
+
+    items: list[Any]
+    names: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.items)
