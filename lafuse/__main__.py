@@ -1,0 +1,5 @@
+import sys
+
+from lafuse.cli import main
+
+sys.exit(main())

@@ -1,0 +1,150 @@
+"""Command line: ``lafuse run SCRIPT [options]`` and ``lafuse explain``.
+
+Errors in a script print ``file:line:col: message``, the source line and a caret, and exit 1;
+a Python traceback appears only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from lafuse import config as cfgmod
+from lafuse.errors import DMLError, DMLStop
+
+EXPLAIN_LEVELS = ("hops", "runtime", "recompile_hops", "recompile_runtime")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lafuse", description="Compile and run DML programs.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("run", "explain"):
+        r = sub.add_parser(name, help="run a DML script" if name == "run" else "print a plan without running")
+        r.add_argument("script", nargs="?", help="path of the .dml script")
+        r.add_argument("-s", dest="inline", help="inline script text instead of a file")
+        r.add_argument("--nvargs", nargs="*", default=[], metavar="K=V", help="named arguments ($K)")
+        r.add_argument("--args", nargs="*", default=[], metavar="V", help="positional arguments ($1, $2, ...)")
+        r.add_argument("--stats", nargs="?", const=10, type=int, metavar="N",
+                       help="print timing and the top N heavy-hitter instructions")
+        r.add_argument("--explain", nargs="?", const="hops", choices=EXPLAIN_LEVELS,
+                       help="print the HOP DAGs or the runtime plan")
+        r.add_argument("--config", help="JSON config file (keys of lafuse.config.Config)")
+        r.add_argument("--builtins", action="append", default=[], metavar="DIR",
+                       help="extra directory of builtin .dml scripts")
+        r.add_argument("--no-rewrites", action="store_true", help="switch off HOP rewrites")
+        r.add_argument("--debug", action="store_true", help="show Python tracebacks")
+        if name == "explain":
+            r.add_argument("--until", default="hops", choices=("parsed", "hops", "rewritten", "runtime"))
+    return p
+
+
+def _nvargs(items: list[str]) -> dict[str, Any]:
+    from lafuse.hops.builder import parse_cmdline_value
+
+    out: dict[str, Any] = {}
+    for it in items:
+        if "=" not in it:
+            raise SystemExit(f"lafuse: --nvargs expects name=value, got '{it}'")
+        k, v = it.split("=", 1)
+        out[k.lstrip("$")] = parse_cmdline_value(v)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parser().parse_args(argv)
+    cfg = cfgmod.Config()
+    try:
+        if ns.config:
+            cfg = cfgmod.Config.from_file(ns.config, cfg)
+    except (OSError, ValueError) as e:
+        print(f"lafuse: bad config: {e}", file=sys.stderr)
+        return 2
+    cfg = cfg.with_(
+        stats=ns.stats is not None or cfg.stats,
+        stats_top=ns.stats or cfg.stats_top,
+        explain=ns.explain or cfg.explain,
+        debug=ns.debug,
+        builtin_dirs=tuple(cfg.builtin_dirs) + tuple(os.path.abspath(d) for d in ns.builtins),
+        rewrites=cfg.rewrites and not ns.no_rewrites,
+    )
+    if ns.cmd == "explain":
+        cfg = cfg.with_(explain="runtime" if ns.until == "runtime" else "hops")
+    if ns.inline is None and ns.script is None:
+        print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
+        return 2
+    from lafuse.hops.builder import parse_cmdline_value
+
+    sources: dict[str, str] = {}
+    try:
+        with cfgmod.using(cfg):
+            return _run(ns, cfg, _nvargs(ns.nvargs), [parse_cmdline_value(a) for a in ns.args], sources)
+    except DMLStop as e:
+        sys.stdout.flush()
+        msg = e.message
+        print(f"{e.span}: {msg}" if e.span and e.span.line else msg, file=sys.stderr)
+        return 1
+    except DMLError as e:
+        sys.stdout.flush()
+        if cfg.debug:
+            import traceback
+
+            traceback.print_exc()
+        print(e.render(sources), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos: list[Any],
+         sources: dict[str, str]) -> int:
+    from lafuse.compiler import Compiler
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    stats = Stats() if cfg.stats else None
+    comp = Compiler(cfg, nvargs, pos, stats)
+    if ns.inline is not None:
+        text, path = ns.inline, "<inline>"
+    else:
+        path = ns.script
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            print(f"lafuse: cannot read script '{path}': {e.strerror}", file=sys.stderr)
+            return 1
+    sources[path] = text
+    if ns.cmd == "explain" and ns.until == "parsed":
+        from lafuse.lang.parser import parse
+
+        script = parse(text, path)
+        for s in script.statements:
+            print(s)
+        for f in script.functions.values():
+            print(f)
+        return 0
+    prog = comp.compile_text(text, path)
+    sources.update(prog.sources)
+    if cfg.explain in ("hops", "runtime"):
+        from lafuse.explain import explain_program
+
+        print(explain_program(prog, cfg.explain, comp), flush=True)
+    if ns.cmd == "explain":
+        return 0
+    interp = Interpreter(prog, comp, stats=stats)
+    t0 = time.perf_counter()
+    try:
+        interp.run()
+    finally:
+        if stats is not None:
+            stats.exec_time = time.perf_counter() - t0
+            sys.stdout.flush()
+            print(stats.render(cfg.stats_top), flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

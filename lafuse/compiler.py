@@ -1,0 +1,142 @@
+"""The compilation chain, end to end: parse -> HOP blocks -> liveness -> rewrites -> sizes -> plans.
+
+Functions are compiled lazily on their first call (their parameter sizes are unknown statically,
+so their blocks are recompiled at run time with the actual sizes).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from lafuse import config as cfgmod
+from lafuse import rewrite
+from lafuse.hops import liveness, sizes
+from lafuse.hops.builder import Builder, FunctionResolver
+from lafuse.hops.hop import MATRIX
+from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, iter_blocks
+from lafuse.lang import ast as A
+from lafuse.lang.parser import parse
+from lafuse.runtime.lower import Plan, lower
+from lafuse.stats import Stats
+
+
+class Compiler:
+    def __init__(self, cfg: cfgmod.Config | None = None, nvargs: dict[str, Any] | None = None,
+                 pos_args: list[Any] | None = None, stats: Stats | None = None,
+                 explain_out: TextIO | None = None):
+        self.cfg = cfg or cfgmod.get()
+        self.nvargs = nvargs or {}
+        self.pos_args = pos_args or []
+        self.stats = stats
+        self.explain_out = explain_out or sys.stdout
+        dirs = [os.path.join(os.path.dirname(__file__), "builtins"), *self.cfg.builtin_dirs]
+        self.resolver = FunctionResolver([d for d in dirs if os.path.isdir(d)])
+        self.builder: Builder | None = None
+        self.program: Program | None = None
+        self._defaults: dict[tuple[str, str], Plan] = {}
+        from lafuse.runtime.local.kernels import KERNELS
+
+        self.kernels = KERNELS
+
+    # ------------------------------------------------------------ main program
+    def compile_text(self, text: str, path: str = "<string>") -> Program:
+        t0 = time.perf_counter()
+        script = parse(text, path)
+        t1 = time.perf_counter()
+        self.builder = Builder(self.resolver, self.nvargs, self.pos_args, path)
+        prog = self.builder.build_program(script)
+        prog.sources[path] = text
+        prog.sources.update(self.resolver.sources)
+        liveness.analyze(prog.blocks, set())
+        prog.blocks = self.optimize_blocks(prog.blocks)
+        self.program = prog
+        if self.stats is not None:
+            self.stats.parse_time += t1 - t0
+            self.stats.compile_time += time.perf_counter() - t1
+        return prog
+
+    def compile_file(self, path: str) -> Program:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            from lafuse.errors import DMLError
+
+            raise DMLError(f"cannot read script '{path}': {e.strerror}") from None
+        return self.compile_text(text, path)
+
+    def optimize_blocks(self, blocks: list) -> list:
+        if self.cfg.rewrites:
+            blocks = rewrite.rewrite_blocks(blocks, self.cfg)
+            for b in iter_blocks(blocks):
+                for d in _dags(b):
+                    self.rewrite_dag(d, dynamic=True)
+        for b in iter_blocks(blocks):
+            if isinstance(b, GenericBlock):
+                b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())
+        return blocks
+
+    def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
+        if self.cfg.rewrites:
+            rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known)
+        for h in dag.hops():
+            sizes.infer(h, known)
+
+    def lower_dag(self, dag: Dag) -> Plan:
+        return lower(dag, self.kernels)
+
+    # ------------------------------------------------------------ functions
+    def function(self, key: str) -> FunctionProgram:
+        assert self.program is not None and self.builder is not None
+        fp = self.program.functions.get(key)
+        if fp is None:
+            from lafuse.errors import DMLRuntimeError
+
+            raise DMLRuntimeError(f"undefined function '{key}'")
+        if not fp.compiled:
+            t0 = time.perf_counter()
+            fdef = self.resolver.functions[key]
+            blocks = self.builder.build_function(key, fdef)
+            liveness.analyze(blocks, {o.name for o in fdef.outputs})
+            fp.blocks = self.optimize_blocks(blocks)
+            fp.compiled = True
+            if self.stats is not None:
+                self.stats.compile_time += time.perf_counter() - t0
+        return fp
+
+    def eval_default(self, key: str, p: A.Param, interp: Any) -> Any:
+        plan = self._defaults.get((key, p.name))
+        if plan is None:
+            assert self.builder is not None
+            b = self.builder
+            saved = b.env, b.ns
+            b.env, b.ns = {}, key.split("::")[0] if "::" in key else ""
+            try:
+                dag = b._pred_dag(p.default)
+            finally:
+                b.env, b.ns = saved
+            plan = self._defaults[(key, p.name)] = self.lower_dag(dag)
+        return interp.exec_plan(plan, {}, keep_result=True)
+
+
+def _dags(b: Any) -> list[Dag]:
+    from lafuse.hops.program import block_dags
+
+    return block_dags(b)
+
+
+def run_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
+             cfg: cfgmod.Config | None = None, out: TextIO | None = None) -> tuple[str, dict[str, Any]]:
+    """Compile and run a DML script; returns (printed output, final symbol table). For tests and the API."""
+    from lafuse.runtime.interp import Interpreter
+
+    buf = out or io.StringIO()
+    with cfgmod.using(cfg or cfgmod.get()):
+        comp = Compiler(cfgmod.get(), nvargs)
+        prog = comp.compile_text(text, path)
+        st = Interpreter(prog, comp, out=buf).run()
+    return (buf.getvalue() if isinstance(buf, io.StringIO) else ""), st

@@ -1,0 +1,77 @@
+"""The one typed configuration object. Every knob lives here; CLI flags and a config file map onto it.
+
+Use ``with config.using(codegen=False): ...`` to change knobs for a region of code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Config:
+    # rewrites
+    rewrites: bool = True  # master switch of HOP rewrites
+    disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
+    dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
+    # execution
+    exec_type: str = "local"  # auto | local | dask (only local exists so far)
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    parfor_parallel: bool = True
+    memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
+    # later stages (kept here so they have one home)
+    codegen: bool = False
+    fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy
+    scheduler: str | None = None
+    # builtin script search path (inventory 0): lafuse/builtins first, then these
+    builtin_dirs: tuple[str, ...] = ()
+    # diagnostics
+    stats: bool = False
+    stats_top: int = 10
+    explain: str | None = None  # hops | runtime | recompile_hops | recompile_runtime
+    debug: bool = False
+
+    def with_(self, **kw: Any) -> Config:
+        return replace(self, **kw)
+
+    @staticmethod
+    def from_file(path: str, base: Config | None = None) -> Config:
+        """A JSON object whose keys are field names (``{"rewrites": false}``)."""
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        names = {f.name for f in fields(Config)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{path}: unknown config keys {unknown}; known: {sorted(names)}")
+        for k in ("disabled_rules", "builtin_dirs"):
+            if k in data:
+                data[k] = tuple(data[k])
+        return replace(base or Config(), **data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_current: list[Config] = [Config()]
+
+
+def get() -> Config:
+    return _current[-1]
+
+
+def set_global(cfg: Config) -> None:
+    _current[0] = cfg
+
+
+@contextlib.contextmanager
+def using(cfg: Config | None = None, **kw: Any):
+    base = cfg or get()
+    _current.append(replace(base, **kw) if kw else base)
+    try:
+        yield _current[-1]
+    finally:
+        _current.pop()

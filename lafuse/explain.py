@@ -1,0 +1,107 @@
+"""EXPLAIN output of HOP programs and runtime plans, in the shape of SystemDS's (paper 003 Fig. 1-2).
+
+Each HOP line: ``(id) op (input ids) [rows,cols,nnz] [memory] exec-type line N``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lafuse.hops.hop import MATRIX, Hop
+from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
+
+
+def _mb(b: float) -> str:
+    if b <= 8:
+        return "[0MB]"
+    if b < 0:
+        return "[-MB]"
+    return f"[{b / 2**20:.0f}MB]" if b >= 2**20 else f"[{b / 2**20:.3g}MB]" if b > 0 else "[0MB]"
+
+
+def hop_line(h: Hop) -> str:
+    ins = ",".join(str(i.id) for i in h.inputs)
+    ins = f" ({ins})" if ins else ""
+    if h.dt == MATRIX:
+        dims = f"[{h.rows},{h.cols},{h.nnz}]"
+    else:
+        dims = f"[{h.dt}.{h.vt}]"
+    line = f" line {h.span.line}" if h.span.line else ""
+    return f"({h.id}) {h.label()}{ins} {dims} {_mb(h.mem)} {h.exec_type}{line}"
+
+
+def explain_dag(dag: Dag, block: Block | None = None, indent: str = "------") -> str:
+    lines = []
+    if block is not None:
+        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
+    for h in dag.hops():
+        if h.kind == "literal" and not any(True for _ in []):
+            lines.append(f"{indent}{hop_line(h)}")
+        else:
+            lines.append(f"{indent}{hop_line(h)}")
+    return "\n".join(lines)
+
+
+def explain_plan(plan: Any, block: Block | None = None, indent: str = "------") -> str:
+    lines = []
+    if block is not None:
+        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
+    for r, v in sorted(plan.constants.items()):
+        lines.append(f"{indent}CP const _r{r} {v!r}")
+    for ins in plan.instructions:
+        lines.append(f"{indent}{ins.render()}")
+    for name, r in plan.writes:
+        lines.append(f"{indent}CP assignvar _r{r} {name}")
+    return "\n".join(lines)
+
+
+def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[str]:
+    pad = "--" * depth
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, GenericBlock):
+            out.append(f"{pad}GENERIC ({b.lines}) [recompile={str(b.requires_recompile).lower()}]")
+            if mode == "hops":
+                out += [f"{pad}--{hop_line(h)}" for h in b.dag.hops()]
+            else:
+                plan = b.plan if b.plan is not None else compiler.lower_dag(b.dag)
+                out += [f"{pad}--" + ln for ln in explain_plan(plan, None, "").splitlines()]
+        elif isinstance(b, IfBlock):
+            out.append(f"{pad}IF ({b.lines})")
+            out += _pred(b.pred, depth + 1, mode, compiler)
+            out += _blocks(b.then_blocks, depth + 1, mode, compiler)
+            if b.else_blocks:
+                out.append(f"{pad}ELSE")
+                out += _blocks(b.else_blocks, depth + 1, mode, compiler)
+        elif isinstance(b, WhileBlock):
+            out.append(f"{pad}WHILE ({b.lines})")
+            out += _pred(b.pred, depth + 1, mode, compiler)
+            out += _blocks(b.body, depth + 1, mode, compiler)
+        elif isinstance(b, ForBlock):
+            kind = "PARFOR" if b.parallel else "FOR"
+            out.append(f"{pad}{kind} ({b.lines}) [var={b.var}]")
+            for d in (b.start, b.stop, b.incr):
+                if d is not None:
+                    out += _pred(d, depth + 1, mode, compiler)
+            out += _blocks(b.body, depth + 1, mode, compiler)
+    return out
+
+
+def _pred(d: Dag, depth: int, mode: str, compiler: Any) -> list[str]:
+    pad = "--" * depth
+    if mode == "hops":
+        return [f"{pad}{hop_line(h)}" for h in d.hops()]
+    return [f"{pad}" + ln for ln in explain_plan(compiler.lower_dag(d), None, "").splitlines()]
+
+
+def explain_program(prog: Program, mode: str, compiler: Any) -> str:
+    """``mode`` is "hops" or "runtime"."""
+    lines = ["PROGRAM", "--MAIN PROGRAM"]
+    lines += _blocks(prog.blocks, 2, mode, compiler)
+    for key in sorted(prog.functions):
+        fp = prog.functions[key]
+        if not fp.compiled:
+            continue
+        lines.append(f"--FUNCTION {key} [recompile=true]")
+        lines += _blocks(fp.blocks, 2, mode, compiler)
+    return "\n".join(lines)

@@ -1,0 +1,803 @@
+"""AST -> program of statement blocks with HOP DAGs, with validation and type inference.
+
+The builder walks statements in order, keeping a compile-time environment (variable -> data type,
+value type, dims) across blocks. Consecutive assignments and calls form one generic block whose
+DAG reads block inputs through TReads and publishes every assigned variable through a TWrite;
+liveness later drops the TWrites nobody reads (dead code, inventory 4.2).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lafuse.errors import NO_SPAN, DMLValidationError, Span
+from lafuse.hops import sizes
+from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
+from lafuse.hops.program import (
+    Block,
+    Dag,
+    ForBlock,
+    FunctionProgram,
+    GenericBlock,
+    IfBlock,
+    Program,
+    WhileBlock,
+)
+from lafuse.lang import ast as A
+from lafuse.lang.builtins import REQUIRED, SPECS, STATEMENT_ONLY, BuiltinSpec
+from lafuse.lang.parser import parse_file
+
+CONSTANTS = {"NaN": math.nan, "Inf": math.inf, "pi": math.pi}
+ARITH = {"+", "-", "*", "/", "^", "%%", "%/%"}
+COMPARE = {"<", "<=", ">", ">=", "==", "!="}
+LOGICAL = {"&", "|", "&&", "||"}
+
+
+@dataclass(frozen=True)
+class VarInfo:
+    dt: str
+    vt: str
+    rows: int = -1
+    cols: int = -1
+    nnz: int = -1
+
+
+def parse_cmdline_value(text: str) -> Any:
+    """How SystemDS types a -nvargs/-args value: INT, DOUBLE, BOOLEAN, else STRING."""
+    t = text.strip()
+    if t in ("TRUE", "FALSE"):
+        return t == "TRUE"
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        if t.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity"):
+            return float(t)
+    except ValueError:
+        pass
+    return t
+
+
+class FunctionResolver:
+    """Finds user functions: the main script's, sourced namespaces', and (later) builtin scripts."""
+
+    def __init__(self, builtin_dirs: list[str] | None = None):
+        self.functions: dict[str, A.FunctionDef] = {}  # key "ns::name" or "name"
+        self.namespaces: dict[str, str] = {}  # file path -> namespace key
+        self.builtin_dirs = builtin_dirs or []
+        self.sources: dict[str, str] = {}
+
+    def add_script(self, script: A.Script, ns: str) -> None:
+        for name, f in script.functions.items():
+            self.functions[f"{ns}::{name}" if ns else name] = f
+            f.file = script.path
+
+    def load_namespace(self, imp: A.Import, base_dir: str, ns_prefix: str) -> None:
+        path = imp.path if os.path.isabs(imp.path) else os.path.join(base_dir, imp.path)
+        if not os.path.exists(path) and os.path.exists(imp.path):
+            path = imp.path
+        if not os.path.exists(path):
+            raise DMLValidationError(f"cannot find sourced file '{imp.path}'", imp.span)
+        script = parse_file(path)
+        with open(path, encoding="utf-8") as f:
+            self.sources[path] = f.read()
+        ns = imp.namespace
+        self.namespaces[os.path.abspath(path)] = ns
+        self.add_script(script, ns)
+        for sub in script.imports:
+            self.load_namespace(sub, os.path.dirname(path), ns)
+
+    def lookup(self, name: str, current_ns: str) -> tuple[str, A.FunctionDef] | None:
+        if "::" in name:
+            f = self.functions.get(name)
+            return (name, f) if f else None
+        if current_ns:
+            key = f"{current_ns}::{name}"
+            if key in self.functions:
+                return key, self.functions[key]
+        if name in self.functions:
+            return name, self.functions[name]
+        return None
+
+
+class Builder:
+    def __init__(self, resolver: FunctionResolver, nvargs: dict[str, Any] | None = None,
+                 pos_args: list[Any] | None = None, path: str = "<string>"):
+        self.resolver = resolver
+        self.nvargs = nvargs or {}
+        self.pos_args = pos_args or []
+        self.path = path
+        self.ns = ""  # namespace of the function being built
+        self.env: dict[str, VarInfo] = {}
+        self._var_map: dict[str, Hop] = {}
+        self._treads: dict[str, Hop] = {}
+        self._roots: list[Hop] = []
+        self._assigned: list[str] = []
+
+    # ------------------------------------------------------------ programs
+    def build_program(self, script: A.Script) -> Program:
+        self.resolver.add_script(script, "")
+        for imp in script.imports:
+            self.resolver.load_namespace(imp, os.path.dirname(os.path.abspath(script.path)), "")
+        blocks = self.build_blocks([s for s in script.statements if not isinstance(s, A.Import)])
+        funcs = {k: FunctionProgram(f.name, f.params, f.outputs, [], f.file, f.span,
+                                    k.split("::")[0] if "::" in k else "")
+                 for k, f in self.resolver.functions.items()}
+        return Program(blocks, funcs, script.path)
+
+    def build_function(self, key: str, fdef: A.FunctionDef) -> list[Block]:
+        saved_env, saved_ns = self.env, self.ns
+        self.env = {}
+        self.ns = key.split("::")[0] if "::" in key else ""
+        for p in fdef.params:
+            self.env[p.name] = VarInfo(p.type_name, p.value_type if p.type_name == SCALAR else DOUBLE)
+        try:
+            blocks = self.build_blocks(fdef.body)
+        finally:
+            self.env, self.ns = saved_env, saved_ns
+        return blocks
+
+    def build_blocks(self, stmts: list[A.Stmt]) -> list[Block]:
+        blocks: list[Block] = []
+        run: list[A.Stmt] = []
+        for s in stmts:
+            if isinstance(s, (A.Assign, A.MultiAssign, A.CallStmt)):
+                run.append(s)
+                continue
+            if run:
+                blocks.append(self._generic(run))
+                run = []
+            blocks.append(self._control(s))
+        if run:
+            blocks.append(self._generic(run))
+        return blocks
+
+    # ------------------------------------------------------------ blocks
+    def _begin_dag(self) -> None:
+        self._var_map, self._treads, self._roots, self._assigned = {}, {}, [], []
+
+    def _generic(self, stmts: list[A.Stmt]) -> GenericBlock:
+        self._begin_dag()
+        for s in stmts:
+            self._statement(s)
+        roots = list(self._roots)
+        for name in self._assigned:
+            h = self._var_map[name]
+            tw = Hop("twrite", "data", [h], h.dt, h.vt, h.span, name=name)
+            sizes.infer(tw)
+            roots.append(tw)
+            self.env[name] = VarInfo(h.dt, h.vt, h.rows, h.cols, h.nnz)
+        first, last = stmts[0].span, stmts[-1].span
+        span = Span(first.file, first.line, first.col, max(last.end_line, last.line), last.end_col)
+        blk = GenericBlock(dag=Dag(roots), span=span)
+        blk.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in blk.dag.hops())
+        return blk
+
+    def _pred_dag(self, e: A.Expr) -> Dag:
+        self._begin_dag()
+        return Dag([self.expr(e)])
+
+    def _control(self, s: A.Stmt) -> Block:
+        if isinstance(s, A.If):
+            pred = self._pred_dag(s.pred)
+            self._check_predicate(pred.roots[0], s.pred.span)
+            before = dict(self.env)
+            then_blocks = self.build_blocks(s.then_body)
+            env_then = self.env
+            self.env = dict(before)
+            else_blocks = self.build_blocks(s.else_body)
+            self.env = _merge_env(env_then, self.env)
+            return IfBlock(pred=pred, then_blocks=then_blocks, else_blocks=else_blocks, span=_stmt_span(s))
+        if isinstance(s, A.While):
+            before = self._stable_loop_env(s.body, None)
+            pred = self._pred_dag(s.pred)
+            self._check_predicate(pred.roots[0], s.pred.span)
+            body = self.build_blocks(s.body)
+            self.env = _merge_env(before, self.env)
+            return WhileBlock(pred=pred, body=body, span=_stmt_span(s))
+        if isinstance(s, A.For):
+            start = self._pred_dag(s.start)
+            stop = self._pred_dag(s.stop)
+            incr = self._pred_dag(s.incr) if s.incr is not None else None
+            for d, e in ((start, s.start), (stop, s.stop), (incr, s.incr)):
+                if d is not None and d.roots[0].dt not in (SCALAR, UNKNOWN):
+                    raise DMLValidationError("for loop bounds must be scalars", e.span)
+            before = self._stable_loop_env(s.body, s.var)
+            body = self.build_blocks(s.body)
+            self.env = _merge_env(before, self.env)
+            opts = {}
+            for k, v in s.options.items():
+                opts[k] = v.name if isinstance(v, A.Var) else getattr(v, "value", None)
+            return ForBlock(var=s.var, start=start, stop=stop, incr=incr, body=body, parallel=s.parallel,
+                            options=opts, span=_stmt_span(s))
+        raise DMLValidationError(f"unsupported statement {type(s).__name__}", s.span)
+
+    def _stable_loop_env(self, body: list[A.Stmt], loop_var: str | None) -> dict[str, VarInfo]:
+        """The environment at the top of every iteration: types and sizes that a pass over the body
+        does not change are kept, the others are merged (unknown sizes). Leaves it in self.env."""
+        cur = dict(self.env)
+        if loop_var is not None:
+            cur[loop_var] = VarInfo(SCALAR, INT)
+        if _assigned_names(body) & set(cur):
+            saved = (self._var_map, self._treads, self._roots, self._assigned)
+            for _ in range(4):
+                self.env = dict(cur)
+                self.build_blocks(body)
+                new = _merge_env(cur, {k: v for k, v in self.env.items() if k in cur})
+                if new == cur:
+                    break
+                cur = new
+            self._var_map, self._treads, self._roots, self._assigned = saved
+        self.env = dict(cur)
+        return cur
+
+    def _check_predicate(self, h: Hop, span: Span) -> None:
+        if h.dt == SCALAR and h.vt == STRING:
+            raise DMLValidationError("a predicate must be a boolean or numeric scalar, not a string", span)
+
+    # ------------------------------------------------------------ statements
+    def _assign_var(self, name: str, h: Hop) -> None:
+        if name in CONSTANTS or name in ("TRUE", "FALSE"):
+            pass
+        self._var_map[name] = h
+        if name in self._assigned:
+            self._assigned.remove(name)
+        self._assigned.append(name)
+
+    def _statement(self, s: A.Stmt) -> None:
+        if isinstance(s, A.Assign):
+            t = s.target
+            value = self.expr(s.expr)
+            if value.dt == UNKNOWN and value.op == "none":
+                raise DMLValidationError(f"'{getattr(s.expr, 'name', '?')}' does not return a value", s.expr.span)
+            if s.accumulate:
+                if t.indexed:
+                    cur = self._index_hop(A.Index(t.name, t.rows, t.cols, span=t.span))
+                else:
+                    cur = self._read_var(t.name, t.span)
+                value = self._binary("+", cur, value, s.span)
+            if t.list_key is not None:
+                base = self._read_var(t.name, t.span)
+                key = self.expr(t.list_key)
+                h = Hop("llix", "lix", [base, key, value], LIST, UNKNOWN, s.span)
+                self._assign_var(t.name, h)
+            elif t.indexed:
+                base = self._read_var(t.name, t.span)
+                if base.dt == SCALAR:
+                    raise DMLValidationError(f"cannot index into scalar variable '{t.name}'", t.span)
+                if value.dt not in (SCALAR, MATRIX, UNKNOWN):
+                    raise DMLValidationError("left indexing needs a matrix or scalar on the right", s.expr.span)
+                bounds, flags = self._bounds(base, t.rows, t.cols)
+                h = Hop("lix", "lix", [base, value, *bounds], MATRIX, DOUBLE, s.span, params=flags)
+                self._check_lix(h, s.span)
+                sizes.infer(h)
+                self._assign_var(t.name, h)
+            else:
+                self._assign_var(t.name, value)
+        elif isinstance(s, A.MultiAssign):
+            call = s.expr
+            if not isinstance(call, A.Call):
+                raise DMLValidationError("the right side of a multi-assignment must be a function call", s.expr.span)
+            src = self._call(call, nout=len(s.targets))
+            outs = src.params.get("out_types") or [(UNKNOWN, UNKNOWN)] * len(s.targets)
+            if len(outs) < len(s.targets):
+                raise DMLValidationError(
+                    f"'{call.name}' returns {len(outs)} values but {len(s.targets)} are assigned", s.span)
+            for i, t in enumerate(s.targets):
+                if t.indexed or t.list_key is not None:
+                    raise DMLValidationError("multi-assignment targets must be plain variables", t.span)
+                dt, vt = outs[i]
+                x = Hop("get", "extract", [src], dt, vt, t.span, params={"index": i})
+                sizes.infer(x)
+                self._assign_var(t.name, x)
+        elif isinstance(s, A.CallStmt):
+            h = self._call(s.call, statement=True)
+            self._roots.append(h)
+        else:  # pragma: no cover - grammar prevents it
+            raise DMLValidationError(f"unexpected statement {type(s).__name__}", s.span)
+
+    def _check_lix(self, h: Hop, span: Span) -> None:
+        base, value = h.inputs[0], h.inputs[1]
+        if value.dt != MATRIX or not value.dims_known:
+            return
+        r = sizes._range_len(h.inputs[2], h.inputs[3], h.params.get("row_single"), None)
+        c = sizes._range_len(h.inputs[4], h.inputs[5], h.params.get("col_single"), None)
+        if h.params.get("row_all"):
+            r = base.rows
+        if h.params.get("col_all"):
+            c = base.cols
+        if r >= 0 and c >= 0 and (r, c) != (value.rows, value.cols):
+            raise DMLValidationError(
+                f"left indexing: the target range is {r}x{c} but the right side is "
+                f"{value.rows}x{value.cols}", span)
+
+    # ------------------------------------------------------------ expressions
+    def _read_var(self, name: str, span: Span) -> Hop:
+        if name in self._var_map:
+            return self._var_map[name]
+        if name in self._treads:
+            return self._treads[name]
+        info = self.env.get(name)
+        if info is None:
+            if name in CONSTANTS:
+                return literal(CONSTANTS[name], span)
+            raise DMLValidationError(f"undefined variable '{name}'", span)
+        h = Hop("tread", "data", [], info.dt, info.vt, span, name=name)
+        h.rows, h.cols, h.nnz = info.rows, info.cols, info.nnz
+        if info.dt == SCALAR:
+            h.rows = h.cols = 0
+        sizes.infer(h)
+        self._treads[name] = h
+        return h
+
+    def expr(self, e: A.Expr) -> Hop:
+        if isinstance(e, A.Num):
+            return literal(e.value, e.span)
+        if isinstance(e, A.Str):
+            return literal(e.value, e.span)
+        if isinstance(e, A.Bool):
+            return literal(e.value, e.span)
+        if isinstance(e, A.Var):
+            return self._read_var(e.name, e.span)
+        if isinstance(e, A.CmdArg):
+            return literal(self._cmd_value(e), e.span)
+        if isinstance(e, A.BinOp):
+            return self._binary(e.op, self.expr(e.left), self.expr(e.right), e.span)
+        if isinstance(e, A.UnOp):
+            x = self.expr(e.operand)
+            if e.op == "+":
+                if x.dt == SCALAR and x.vt in (STRING, BOOLEAN):
+                    raise DMLValidationError(f"unary '+' cannot be applied to a {x.vt}", e.span)
+                return x
+            op = "u-" if e.op == "-" else "!"
+            if op == "u-" and x.dt == SCALAR and x.vt in (STRING, BOOLEAN):
+                raise DMLValidationError(f"unary '-' cannot be applied to a {x.vt}", e.span)
+            if op == "!" and x.dt == SCALAR and x.vt == STRING:
+                raise DMLValidationError("'!' cannot be applied to a string", e.span)
+            if op == "u-" and x.is_literal and isinstance(x.value, (int, float)):
+                return literal(-x.value, e.span)
+            vt = DOUBLE if x.dt == MATRIX else (BOOLEAN if op == "!" else x.vt)
+            h = Hop(op, "unary", [x], x.dt, vt, e.span)
+            sizes.infer(h)
+            return h
+        if isinstance(e, A.Index):
+            return self._index_hop(e)
+        if isinstance(e, A.ListIndex):
+            base = self._read_var(e.name, e.span)
+            key = self.expr(e.key)
+            if base.dt == LIST or base.dt == UNKNOWN:
+                h = Hop("lrix", "rix", [base, key], UNKNOWN, UNKNOWN, e.span)
+                return h
+            raise DMLValidationError(
+                f"'{e.name}' needs two indices: {e.name}[rows, cols] (single index is for lists)", e.span)
+        if isinstance(e, A.Call):
+            return self._call(e)
+        raise DMLValidationError(f"unsupported expression {type(e).__name__}", e.span)
+
+    def _cmd_value(self, e: A.CmdArg) -> Any:
+        if e.name.isdigit():
+            i = int(e.name) - 1
+            if 0 <= i < len(self.pos_args):
+                return self.pos_args[i]
+            raise DMLValidationError(f"missing positional argument ${e.name} (pass it with --args)", e.span)
+        if e.name in self.nvargs:
+            return self.nvargs[e.name]
+        raise DMLValidationError(
+            f"missing command-line argument ${e.name} (pass it with --nvargs {e.name}=..., or use ifdef)", e.span)
+
+    def _bounds(self, base: Hop, rows: A.Range | None, cols: A.Range | None) -> tuple[list[Hop], dict]:
+        flags: dict[str, Any] = {}
+        out: list[Hop] = []
+        for dim, rng in (("row", rows), ("col", cols)):
+            if rng is None:
+                flags[f"{dim}_all"] = True
+                lo = literal(1)
+                hi = Hop("nrow" if dim == "row" else "ncol", "unary", [base], SCALAR, INT, base.span)
+                sizes.infer(hi)
+            else:
+                lo = self.expr(rng.lo)
+                if rng.hi is None:
+                    hi = lo
+                    flags[f"{dim}_single"] = True
+                else:
+                    hi = self.expr(rng.hi)
+                for b, sub in ((lo, rng.lo), (hi, rng.hi or rng.lo)):
+                    if b.dt not in (SCALAR, UNKNOWN) or b.vt == STRING:
+                        raise DMLValidationError("index bounds must be numeric scalars", sub.span)
+            out += [lo, hi]
+        return out, flags
+
+    def _index_hop(self, e: A.Index) -> Hop:
+        base = self._read_var(e.name, e.span)
+        if base.dt == SCALAR:
+            raise DMLValidationError(f"cannot index into scalar variable '{e.name}'", e.span)
+        if base.dt == LIST:
+            raise DMLValidationError(f"list '{e.name}' takes a single index: {e.name}[i]", e.span)
+        bounds, flags = self._bounds(base, e.rows, e.cols)
+        dt = FRAME if base.dt == FRAME else MATRIX
+        h = Hop("rix", "rix", [base, *bounds], dt, DOUBLE, e.span, params=flags)
+        sizes.infer(h)
+        # bounds known at compile time must lie inside known dims
+        for (lo, hi), n, dim in (((bounds[0], bounds[1]), base.rows, "row"), ((bounds[2], bounds[3]), base.cols, "column")):
+            lv, hv = sizes.scalar_value(lo), sizes.scalar_value(hi)
+            for v in (lv, hv):
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
+                    raise DMLValidationError(
+                        f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", e.span)
+        return h
+
+    # ---- operators
+    def _binary(self, op: str, a: Hop, b: Hop, span: Span) -> Hop:
+        op = {"&&": "&", "||": "|"}.get(op, op)
+        for x in (a, b):
+            if x.dt in (LIST, FRAME) and op != "+":
+                raise DMLValidationError(f"operator '{op}' is not defined for a {x.dt}", span)
+            if x.dt == UNKNOWN and x.op == "none":
+                raise DMLValidationError("a call that returns nothing cannot be an operand", span)
+        if op == "%*%":
+            if a.dt != MATRIX or b.dt != MATRIX:
+                if a.dt == SCALAR or b.dt == SCALAR:
+                    raise DMLValidationError("matrix multiplication '%*%' needs two matrices, not a scalar", span)
+            if a.cols >= 0 and b.rows >= 0 and a.cols != b.rows:
+                raise DMLValidationError(
+                    f"matrix multiplication dimension mismatch: {a.rows}x{a.cols} %*% {b.rows}x{b.cols}", span)
+            h = Hop("%*%", "matmult", [a, b], MATRIX, DOUBLE, span)
+            sizes.infer(h)
+            return h
+        if a.dt == MATRIX or b.dt == MATRIX:
+            for x in (a, b):
+                if x.dt == SCALAR and x.vt == STRING:
+                    raise DMLValidationError(f"operator '{op}' between a matrix and a string", span)
+            if a.dt == MATRIX and b.dt == MATRIX:
+                self._check_broadcast(op, a, b, span)
+            h = Hop(op, "binary", [a, b], MATRIX, DOUBLE, span)
+            sizes.infer(h)
+            return h
+        # scalar-scalar typing (SystemDS promotion rules, inventory 4.6)
+        if op in ARITH:
+            if STRING in (a.vt, b.vt):
+                if op != "+":
+                    raise DMLValidationError(f"operator '{op}' is not defined for strings", span)
+                vt = STRING
+            elif BOOLEAN in (a.vt, b.vt):
+                raise DMLValidationError(
+                    f"arithmetic '{op}' on a BOOLEAN is not allowed (use as.integer() first)", span)
+            elif op in ("/", "^"):
+                vt = DOUBLE
+            elif a.vt == INT and b.vt == INT:
+                vt = INT
+            elif UNKNOWN in (a.vt, b.vt):
+                vt = UNKNOWN
+            else:
+                vt = DOUBLE
+        else:
+            vt = BOOLEAN
+        dt = SCALAR if a.dt == SCALAR and b.dt == SCALAR else UNKNOWN
+        h = Hop(op, "binary", [a, b], dt, vt, span)
+        sizes.infer(h)
+        return h
+
+    def _check_broadcast(self, op: str, a: Hop, b: Hop, span: Span) -> None:
+        if not (a.dims_known and b.dims_known):
+            return
+        ok = (a.rows == b.rows and a.cols == b.cols) or (b.rows == 1 and b.cols == 1) or \
+            (a.rows == 1 and a.cols == 1) or (b.rows == a.rows and b.cols == 1) or \
+            (b.rows == 1 and b.cols == a.cols) or (a.rows == b.rows and a.cols == 1) or \
+            (a.rows == 1 and a.cols == b.cols)
+        if a.rows == 1 and b.cols == 1 and a.cols != b.cols and not (a.cols == 1 or b.rows == 1):
+            ok = False
+        if not ok or ((a.cols == 1 and b.rows == 1 and a.rows != 1 and b.cols != 1)
+                      or (a.rows == 1 and b.cols == 1 and a.cols != 1 and b.rows != 1)):
+            raise DMLValidationError(
+                f"element-wise '{op}' dimension mismatch: {a.rows}x{a.cols} vs {b.rows}x{b.cols}", span)
+
+    # ---- calls
+    def _call(self, call: A.Call, nout: int = 1, statement: bool = False) -> Hop:
+        name = call.name
+        if name == "ifdef":
+            if len(call.args) != 2 or not isinstance(call.args[0].value, A.CmdArg):
+                raise DMLValidationError("ifdef needs a command-line argument and a default: ifdef($x, 1)", call.span)
+            cmd = call.args[0].value
+            if cmd.name in self.nvargs:
+                return literal(self.nvargs[cmd.name], cmd.span)
+            if cmd.name.isdigit() and 0 < int(cmd.name) <= len(self.pos_args):
+                return literal(self.pos_args[int(cmd.name) - 1], cmd.span)
+            return self.expr(call.args[1].value)
+        found = self.resolver.lookup(name, self.ns)
+        if found is not None and (name not in SPECS or "::" in name or found[0] in self.resolver.functions):
+            return self._fcall(found[0], found[1], call, nout)
+        spec = SPECS.get(name)
+        if spec is None:
+            if name == "setwd":
+                return literal(None)
+            raise DMLValidationError(f"undefined function '{name}'", call.span)
+        if name in STATEMENT_ONLY and not statement:
+            raise DMLValidationError(f"'{name}' does not return a value", call.span)
+        return self._builtin(spec, call, nout)
+
+    def _fcall(self, key: str, fdef: A.FunctionDef, call: A.Call, nout: int) -> Hop:
+        named = [a for a in call.args if a.name is not None]
+        if named and len(named) != len(call.args):
+            raise DMLValidationError(
+                f"call of '{call.name}': a user function takes all positional or all named arguments", call.span)
+        pnames = [p.name for p in fdef.params]
+        if named:
+            for a in named:
+                if a.name not in pnames:
+                    raise DMLValidationError(f"function '{call.name}' has no parameter '{a.name}'", a.span)
+            missing = [p.name for p in fdef.params if p.default is None and p.name not in {a.name for a in named}]
+        else:
+            if len(call.args) > len(pnames):
+                raise DMLValidationError(
+                    f"function '{call.name}' takes {len(pnames)} arguments but {len(call.args)} were given",
+                    call.span)
+            missing = [p.name for p in fdef.params[len(call.args):] if p.default is None]
+        if missing:
+            raise DMLValidationError(
+                f"call of '{call.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        ins = [self.expr(a.value) for a in call.args]
+        params = {p.name: p for p in fdef.params}
+        for a, h in zip(call.args, ins):
+            p = params[a.name] if a.name else fdef.params[ins.index(h)]
+            if p.type_name == MATRIX and h.dt == SCALAR:
+                raise DMLValidationError(
+                    f"argument '{p.name}' of '{call.name}' must be a matrix, got a {h.vt} scalar", a.value.span)
+            if p.type_name == SCALAR and h.dt == MATRIX:
+                raise DMLValidationError(
+                    f"argument '{p.name}' of '{call.name}' must be a scalar, got a matrix", a.value.span)
+        if nout > len(fdef.outputs) and nout > 1:
+            raise DMLValidationError(
+                f"function '{call.name}' returns {len(fdef.outputs)} values but {nout} are assigned", call.span)
+        outs = [(o.type_name, o.value_type if o.type_name == SCALAR else DOUBLE) for o in fdef.outputs]
+        h = Hop("fcall", "funcall", ins, UNKNOWN, UNKNOWN, call.span,
+                params={"fname": key, "argnames": [a.name for a in call.args], "out_types": outs,
+                        "nout": len(outs)})
+        # calls always run (they may print or stop), even when their results are dead
+        self._roots.append(h)
+        if nout == 1 and outs:
+            x = Hop("get", "extract", [h], outs[0][0], outs[0][1], call.span, params={"index": 0})
+            sizes.infer(x)
+            return x
+        return h
+
+    def _normalize(self, spec: BuiltinSpec, call: A.Call) -> tuple[list[str], list[A.Expr]]:
+        pos = [a for a in call.args if a.name is None]
+        named = [a for a in call.args if a.name is not None]
+        if spec.varargs and spec.name in ("print", "cbind", "rbind", "append", "min", "max"):
+            if named:
+                raise DMLValidationError(f"'{spec.name}' takes no named arguments", named[0].span)
+            if not pos and spec.name != "print":
+                raise DMLValidationError(f"'{spec.name}' needs at least one argument", call.span)
+            return [f"arg{i}" for i in range(len(pos))], [a.value for a in pos]
+        if spec.name == "list":
+            return [a.name or "" for a in call.args], [a.value for a in call.args]
+        pnames = spec.param_names
+        if len(pos) > len(pnames):
+            raise DMLValidationError(
+                f"'{spec.name}' takes at most {len(pnames)} arguments but {len(pos)} were given", call.span)
+        slots = list(pnames[: len(pos)])
+        exprs = [a.value for a in pos]
+        for a in named:
+            nm = a.name
+            # SystemDS accepts a few alternative spellings of the main input
+            if nm not in pnames and nm in ("X", "A", "x", "input") and "target" in pnames:
+                nm = "target"
+            if nm not in pnames:
+                raise DMLValidationError(
+                    f"'{spec.name}' has no parameter '{a.name}' (parameters: {', '.join(pnames)})", a.span)
+            if nm in slots:
+                raise DMLValidationError(f"parameter '{nm}' of '{spec.name}' is given twice", a.span)
+            slots.append(nm)
+            exprs.append(a.value)
+        missing = [p for p, d in spec.params if d is REQUIRED and p not in slots]
+        if spec.name == "matrix" and "data" in missing and False:
+            missing.remove("data")
+        if missing:
+            raise DMLValidationError(
+                f"'{spec.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        return slots, exprs
+
+    def _builtin(self, spec: BuiltinSpec, call: A.Call, nout: int = 1) -> Hop:
+        slots, exprs = self._normalize(spec, call)
+        ins = [self.expr(e) for e in exprs]
+        for h, e in zip(ins, exprs):
+            if h.dt == UNKNOWN and h.op == "none":
+                raise DMLValidationError("a call that returns nothing cannot be an argument", e.span)
+        name = spec.name
+        kind = spec.kind
+        params: dict[str, Any] = {"slots": tuple(slots)}
+        dt, vt = self._out_type(spec, ins, call)
+        op = name
+        if name in ("min", "max") and len(ins) >= 2:
+            kind = "nary"
+        if name == "matrix" and ins and ins[0].dt == MATRIX:
+            kind = "reorg"
+        if name == "log" and len(ins) == 2:
+            kind = "binary"
+        if name in STATEMENT_ONLY:
+            dt, vt = UNKNOWN, UNKNOWN
+        if spec.nout > 1:
+            params["out_types"] = [(MATRIX, DOUBLE)] * spec.nout
+            if nout == 1:
+                raise DMLValidationError(f"'{name}' returns {spec.nout} values: use [a, b] = {name}(...)", call.span)
+        if name == "read":
+            self._read_meta(ins, params)
+            dt = params.get("data_type", MATRIX)
+            vt = params.get("value_type", DOUBLE)
+            kind = "data"
+            op = "pread"
+        h = Hop(op, kind, ins, dt, vt, call.span, params=params)
+        if name in STATEMENT_ONLY:
+            h.params["side_effect"] = True
+        if name == "read":
+            h.name = str(ins[0].value) if ins[0].is_literal else None
+            h.rows, h.cols, h.nnz = params.get("rows", -1), params.get("cols", -1), params.get("nnz", -1)
+        self._validate_builtin(h, call)
+        sizes.infer(h)
+        return h
+
+    def _read_meta(self, ins: list[Hop], params: dict) -> None:
+        """Compile-time sizes of read() from the file's .mtd (as SystemDS does)."""
+        import json
+
+        slots = params["slots"]
+        args = {s: i for s, i in zip(slots, ins)}
+        path_h = args.get("target")
+        meta: dict[str, Any] = {}
+        if path_h is not None and path_h.is_literal and isinstance(path_h.value, str):
+            mtd = path_h.value + ".mtd"
+            if os.path.exists(mtd):
+                try:
+                    with open(mtd, encoding="utf-8") as f:
+                        meta = json.load(f)
+                except (OSError, ValueError):
+                    meta = {}
+        for k in ("rows", "cols", "data_type", "value_type"):
+            h = args.get(k)
+            if h is not None and h.is_literal:
+                meta[k] = h.value
+        dt = str(meta.get("data_type", "matrix")).lower()
+        params["data_type"] = {"matrix": MATRIX, "scalar": SCALAR, "frame": FRAME, "list": LIST}.get(dt, MATRIX)
+        vt = str(meta.get("value_type", "double")).lower()
+        params["value_type"] = {"double": DOUBLE, "int": INT, "boolean": BOOLEAN, "string": STRING}.get(vt, DOUBLE)
+        if params["data_type"] == MATRIX:
+            params["value_type"] = DOUBLE
+        for k in ("rows", "cols", "nnz"):
+            v = meta.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+                params[k] = int(v)
+
+    def _out_type(self, spec: BuiltinSpec, ins: list[Hop], call: A.Call) -> tuple[str, str]:
+        out = spec.out
+        has_m = any(i.dt == MATRIX for i in ins)
+        if out == "matrix":
+            return MATRIX, DOUBLE
+        if out.startswith("scalar:"):
+            return SCALAR, {"double": DOUBLE, "int": INT, "bool": BOOLEAN, "string": STRING}[out[7:]]
+        if out in ("same", "same_double", "same_bool"):
+            if has_m:
+                return MATRIX, DOUBLE
+            if out == "same_bool":
+                return SCALAR, BOOLEAN
+            if out == "same_double":
+                return SCALAR, DOUBLE
+            vts = {i.vt for i in ins}
+            return SCALAR, INT if vts == {INT} else (UNKNOWN if UNKNOWN in vts else DOUBLE)
+        if out == "agg":
+            if len(ins) == 1:
+                if ins[0].dt == MATRIX:
+                    return SCALAR, DOUBLE
+                return SCALAR, ins[0].vt
+            if has_m:
+                return MATRIX, DOUBLE
+            vts = {i.vt for i in ins}
+            return SCALAR, INT if vts == {INT} else (UNKNOWN if UNKNOWN in vts else DOUBLE)
+        if out == "list":
+            return LIST, UNKNOWN
+        if out == "frame":
+            return FRAME, UNKNOWN
+        if out == "multi":
+            return UNKNOWN, UNKNOWN
+        if out == "none":
+            return UNKNOWN, UNKNOWN
+        # "any": decided by argument types
+        name = spec.name
+        if name in ("as.scalar", "castAsScalar"):
+            return SCALAR, DOUBLE if ins[0].dt == MATRIX else ins[0].vt
+        if name == "ifelse":
+            if any(i.dt == MATRIX for i in ins):
+                return MATRIX, DOUBLE
+            b = [ins[1].vt, ins[2].vt]
+            if b[0] == b[1]:
+                return SCALAR, b[0]
+            if STRING in b:
+                return SCALAR, STRING
+            return SCALAR, DOUBLE if UNKNOWN not in b else UNKNOWN
+        if name == "quantile":
+            p = ins[1] if len(ins) > 1 else None
+            if p is not None and p.dt == MATRIX:
+                return MATRIX, DOUBLE
+            return SCALAR, DOUBLE
+        return UNKNOWN, UNKNOWN
+
+    def _validate_builtin(self, h: Hop, call: A.Call) -> None:
+        name = call.name
+        ins = h.inputs
+        mat_in = {"t", "rowSums", "colSums", "rowMeans", "colMeans", "rowMaxs", "colMaxs", "rowMins",
+                  "colMins", "rowIndexMax", "rowIndexMin", "cumsum", "cumprod", "cummin", "cummax",
+                  "rev", "diag", "solve", "inv", "cholesky", "eigen", "svd", "trace", "removeEmpty",
+                  "order", "table", "nrow", "ncol", "colVars", "rowVars", "colSds", "rowSds",
+                  "colProds", "rowProds", "det", "qr", "lu", "median", "var", "sd", "quantile"}
+        if name in mat_in and ins and ins[0].dt == SCALAR and name != "table":
+            raise DMLValidationError(f"'{name}' needs a matrix argument, got a {ins[0].vt} scalar", call.span)
+        if name in ("sum", "mean", "prod") and ins and ins[0].dt == SCALAR:
+            raise DMLValidationError(f"'{name}' needs a matrix argument, got a scalar", call.span)
+        if name == "as.scalar" and ins and ins[0].dt == MATRIX and ins[0].dims_known and (ins[0].rows, ins[0].cols) != (1, 1):
+            raise DMLValidationError(
+                f"as.scalar needs a 1x1 matrix, got {ins[0].rows}x{ins[0].cols}", call.span)
+        if name == "solve" and len(ins) == 2 and ins[0].dims_known and ins[0].rows != ins[0].cols:
+            raise DMLValidationError(f"solve needs a square matrix, got {ins[0].rows}x{ins[0].cols}", call.span)
+        if name in ("cbind", "append") and len([i for i in ins if i.dt == MATRIX]) >= 2:
+            rs = {i.rows for i in ins if i.dt == MATRIX and i.rows >= 0}
+            if len(rs) > 1:
+                raise DMLValidationError(f"cbind: inputs have different numbers of rows {sorted(rs)}", call.span)
+        if name == "rbind" and len([i for i in ins if i.dt == MATRIX]) >= 2:
+            cs = {i.cols for i in ins if i.dt == MATRIX and i.cols >= 0}
+            if len(cs) > 1:
+                raise DMLValidationError(f"rbind: inputs have different numbers of columns {sorted(cs)}", call.span)
+        if name in ("exp", "log", "sqrt", "abs", "round", "ceil", "floor", "sin", "cos", "tan", "sign") and \
+                ins and ins[0].dt == SCALAR and ins[0].vt in (STRING,):
+            raise DMLValidationError(f"'{name}' needs a number, got a string", call.span)
+        if name == "matrix":
+            slots = h.params["slots"]
+            for s, i in zip(slots, ins):
+                if s in ("rows", "cols") and i.dt == MATRIX:
+                    raise DMLValidationError(f"matrix(): '{s}' must be a scalar", call.span)
+                if s in ("rows", "cols"):
+                    v = sizes.scalar_value(i)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                        raise DMLValidationError(f"matrix(): '{s}' must not be negative, got {v}", call.span)
+
+
+def _merge_env(a: dict[str, VarInfo], b: dict[str, VarInfo]) -> dict[str, VarInfo]:
+    out = dict(a)
+    for k, v in b.items():
+        if k not in out:
+            out[k] = v
+        elif out[k] != v:
+            o = out[k]
+            if o.dt == v.dt:
+                same = (o.rows, o.cols, o.nnz) == (v.rows, v.cols, v.nnz)
+                out[k] = VarInfo(o.dt, o.vt if o.vt == v.vt else UNKNOWN,
+                                 o.rows if same else -1, o.cols if same else -1, o.nnz if same else -1)
+                if not same and o.rows == v.rows:
+                    out[k] = replace(out[k], rows=o.rows)
+                if not same and o.cols == v.cols:
+                    out[k] = replace(out[k], cols=o.cols)
+            else:
+                out[k] = VarInfo(UNKNOWN, UNKNOWN)
+    return out
+
+
+def _assigned_names(stmts: list[A.Stmt]) -> set[str]:
+    out: set[str] = set()
+    for s in stmts:
+        if isinstance(s, A.Assign):
+            out.add(s.target.name)
+        elif isinstance(s, A.MultiAssign):
+            out.update(t.name for t in s.targets)
+        elif isinstance(s, A.If):
+            out |= _assigned_names(s.then_body) | _assigned_names(s.else_body)
+        elif isinstance(s, A.While):
+            out |= _assigned_names(s.body)
+        elif isinstance(s, A.For):
+            out |= _assigned_names(s.body) | {s.var}
+    return out
+
+
+def _stmt_span(s: A.Stmt) -> Span:
+    return s.span if s.span is not None else NO_SPAN

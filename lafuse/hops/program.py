@@ -1,0 +1,116 @@
+"""Programs of statement blocks. A generic block holds one HOP DAG; control-flow blocks hold
+predicate DAGs and child blocks; functions hold their own block lists.
+
+Why blocks: the optimizer rewrites and sizes one DAG at a time, the runtime recompiles one block
+at a time when sizes become known, and liveness (dead code) is computed over blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lafuse.errors import NO_SPAN, Span
+from lafuse.hops.hop import Hop, walk
+
+
+@dataclass
+class Dag:
+    """A HOP DAG with ordered roots. Roots are side effects (print, write, stop, function calls
+    as statements) in statement order, followed by the TWrites of the block's assigned variables."""
+
+    roots: list[Hop] = field(default_factory=list)
+
+    def hops(self) -> list[Hop]:
+        return walk(self.roots)
+
+    def reads(self) -> set[str]:
+        return {h.name for h in self.hops() if h.op == "tread" and h.name}
+
+    def writes(self) -> set[str]:
+        return {h.name for h in self.roots if h.op == "twrite" and h.name}
+
+
+@dataclass
+class Block:
+    span: Span = field(default=NO_SPAN, kw_only=True)
+    live_out: set[str] = field(default_factory=set, kw_only=True)
+
+    @property
+    def lines(self) -> str:
+        if self.span.end_line and self.span.end_line != self.span.line:
+            return f"lines {self.span.line}-{self.span.end_line}"
+        return f"lines {self.span.line}-{self.span.line}"
+
+
+@dataclass
+class GenericBlock(Block):
+    dag: Dag = field(default_factory=Dag)
+    requires_recompile: bool = False
+    plan: Any = None  # lowered instructions (runtime.lower.Plan), built lazily
+    recompiled: Any = None  # cache: input signature -> Plan
+
+
+@dataclass
+class IfBlock(Block):
+    pred: Dag = field(default_factory=Dag)
+    then_blocks: list[Block] = field(default_factory=list)
+    else_blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class WhileBlock(Block):
+    pred: Dag = field(default_factory=Dag)
+    body: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class ForBlock(Block):
+    var: str = ""
+    start: Dag = field(default_factory=Dag)
+    stop: Dag = field(default_factory=Dag)
+    incr: Dag | None = None
+    body: list[Block] = field(default_factory=list)
+    parallel: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FunctionProgram:
+    name: str
+    params: list[Any]  # lang.ast.Param
+    outputs: list[Any]
+    blocks: list[Block]
+    file: str
+    span: Span = NO_SPAN
+    namespace: str = ""
+    compiled: bool = False
+
+
+@dataclass
+class Program:
+    blocks: list[Block]
+    functions: dict[str, FunctionProgram]  # key: "ns::name" or "name"
+    path: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def iter_blocks(blocks: list[Block]):
+    """Every block, depth-first, in program order."""
+    for b in blocks:
+        yield b
+        if isinstance(b, IfBlock):
+            yield from iter_blocks(b.then_blocks)
+            yield from iter_blocks(b.else_blocks)
+        elif isinstance(b, (WhileBlock, ForBlock)):
+            yield from iter_blocks(b.body)
+
+
+def block_dags(b: Block) -> list[Dag]:
+    if isinstance(b, GenericBlock):
+        return [b.dag]
+    if isinstance(b, (IfBlock, WhileBlock)):
+        return [b.pred]
+    if isinstance(b, ForBlock):
+        return [d for d in (b.start, b.stop, b.incr) if d is not None]
+    return []

@@ -1,0 +1,302 @@
+"""Size, sparsity and memory propagation over HOP DAGs.
+
+Each HOP's output dims (rows, cols) and nnz are inferred from its inputs, and from literal or
+runtime-known scalar arguments (``matrix(0, n, 1)`` with ``n`` known at recompile time). -1 means
+unknown. The same rules run at compile time and at dynamic recompilation, where TReads carry the
+actual sizes of the symbol table's values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lafuse.hops.hop import MATRIX, SCALAR, Hop
+
+DENSE_CELL_BYTES = 8.0  # float64 per cell
+SPARSE_NNZ_BYTES = 12.0  # CSR: 8-byte value + 4-byte column index per non-zero
+SPARSE_ROW_BYTES = 4.0  # CSR row pointer per row
+SPARSITY_TURN_POINT = 0.4
+
+# element-wise unary ops that map 0 to 0 (their output keeps the input's sparsity)
+SPARSE_SAFE_UNARY = {
+    "abs", "sqrt", "round", "ceil", "floor", "sin", "tan", "asin", "atan", "sinh", "tanh", "sign", "u-",
+}
+# full aggregates: matrix -> scalar
+FULL_AGG = {"sum", "mean", "prod", "var", "sd", "trace", "median", "min", "max"}
+ROW_AGG = {"rowSums", "rowMeans", "rowMaxs", "rowMins", "rowProds", "rowVars", "rowSds", "rowIndexMax",
+           "rowIndexMin"}
+COL_AGG = {"colSums", "colMeans", "colMaxs", "colMins", "colProds", "colVars", "colSds"}
+CUM_AGG = {"cumsum", "cumprod", "cummin", "cummax"}
+
+
+def scalar_value(h: Hop, known: dict[str, Any] | None = None) -> Any:
+    """The value of a scalar HOP when it is a literal, a known TRead, or a simple expression of them."""
+    if h.kind == "literal":
+        return h.value
+    if h.op == "tread" and known is not None and h.name in known:
+        return known[h.name]
+    if h.op in ("nrow", "ncol") and h.inputs and h.inputs[0].dims_known:
+        return h.inputs[0].rows if h.op == "nrow" else h.inputs[0].cols
+    if h.kind == "binary" and h.op in ("+", "-", "*", "/") and len(h.inputs) == 2:
+        a, b = scalar_value(h.inputs[0], known), scalar_value(h.inputs[1], known)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+            try:
+                return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[h.op]
+            except (OverflowError, TypeError):
+                return None
+    if h.op == "u-" and h.inputs:
+        a = scalar_value(h.inputs[0], known)
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return -a
+    if h.op in ("as.integer", "as.double") and h.inputs:
+        a = scalar_value(h.inputs[0], known)
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return int(a) if h.op == "as.integer" else float(a)
+    return None
+
+
+def _int_or_unknown(v: Any) -> int:
+    if isinstance(v, bool) or v is None:
+        return -1
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return int(v)
+    return -1
+
+
+def _arg(h: Hop, name: str) -> Hop | None:
+    slots = h.params.get("slots")
+    if slots is None:
+        return None
+    for s, inp in zip(slots, h.inputs):
+        if s == name:
+            return inp
+    return None
+
+
+def _bcast(a: int, b: int) -> int:
+    if a < 0 or b < 0:
+        return max(a, b) if min(a, b) == 1 else -1 if a != b else a
+    return max(a, b)
+
+
+def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
+    """Set ``h``'s rows, cols and nnz from its inputs (inputs must already be inferred)."""
+    if h.dt != MATRIX:
+        if h.dt == SCALAR:
+            h.rows = h.cols = 0
+        _memory(h)
+        return
+    ins = h.inputs
+    op, kind = h.op, h.kind
+    r = c = z = -1
+    if kind == "datagen":
+        if op == "matrix":
+            data = _arg(h, "data")
+            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else -1
+            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else -1
+            if data is not None and data.dt == MATRIX:
+                if r < 0 and c >= 0 and data.dims_known and c > 0:
+                    r = data.rows * data.cols // c
+                if c < 0 and r >= 0 and data.dims_known and r > 0:
+                    c = data.rows * data.cols // r
+                z = data.nnz
+            elif data is not None:
+                v = scalar_value(data, known)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and r >= 0 and c >= 0:
+                    z = 0 if v == 0 else r * c
+        elif op in ("rand", "Rand"):
+            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else 1
+            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else 1
+            sp_h = _arg(h, "sparsity")
+            sp = 1.0 if sp_h is None else scalar_value(sp_h, known)
+            if r >= 0 and c >= 0 and isinstance(sp, (int, float)):
+                mn = scalar_value(_arg(h, "min"), known) if _arg(h, "min") else 0.0
+                mx = scalar_value(_arg(h, "max"), known) if _arg(h, "max") else 1.0
+                if sp == 0 or (mn == 0 and mx == 0):
+                    z = 0
+                elif sp >= 1.0 and isinstance(mn, (int, float)) and mn > 0:
+                    z = r * c
+        elif op == "seq":
+            f, t = _arg(h, "from"), _arg(h, "to")
+            inc = _arg(h, "incr")
+            fv, tv = scalar_value(f, known), scalar_value(t, known)
+            iv = scalar_value(inc, known) if inc is not None else None
+            if isinstance(fv, (int, float)) and isinstance(tv, (int, float)):
+                if iv is None:
+                    iv = 1 if tv >= fv else -1
+                if isinstance(iv, (int, float)) and iv != 0 and (tv - fv) / iv >= 0:
+                    r, c = int(math.floor((tv - fv) / iv + 1e-12)) + 1, 1
+        elif op == "sample":
+            r, c = _int_or_unknown(scalar_value(_arg(h, "size"), known)), 1
+    elif kind == "data":
+        if op in ("tread", "pread"):
+            r, c, z = h.rows, h.cols, h.nnz
+        elif ins:
+            r, c, z = ins[0].rows, ins[0].cols, ins[0].nnz
+    elif kind == "unary":
+        a = ins[0]
+        if op == "as.matrix":
+            if a.dt == SCALAR:
+                r, c = 1, 1
+            elif a.dt == MATRIX:
+                r, c, z = a.rows, a.cols, a.nnz
+        elif op in ("inv", "cholesky"):
+            r, c = a.rows, a.cols
+        else:
+            r, c = a.rows, a.cols
+            if op in SPARSE_SAFE_UNARY:
+                z = a.nnz
+            elif op in ("isNaN", "isInf", "isNA") and a.nnz == 0:
+                z = 0
+    elif kind == "binary":
+        a, b = ins[0], ins[1]
+        if op == "solve":
+            r, c = a.cols, b.cols
+        elif a.dt == MATRIX and b.dt == MATRIX:
+            r, c = _bcast(a.rows, b.rows), _bcast(a.cols, b.cols)
+            if op == "*" and (a.nnz == 0 or b.nnz == 0):
+                z = 0
+        else:
+            m = a if a.dt == MATRIX else b
+            r, c = m.rows, m.cols
+            other = b if m is a else a
+            ov = scalar_value(other, known)
+            if op == "*" and isinstance(ov, (int, float)) and not isinstance(ov, bool):
+                z = m.nnz if ov != 0 and math.isfinite(ov) else (0 if ov == 0 else -1)
+            elif op == "/" and m is a and isinstance(ov, (int, float)) and ov != 0:
+                z = m.nnz
+    elif kind == "ternary":
+        ms = [i for i in ins if i.dt == MATRIX]
+        if ms:
+            r, c = ms[0].rows, ms[0].cols
+            for m in ms[1:]:
+                r, c = _bcast(r, m.rows), _bcast(c, m.cols)
+    elif kind == "agg_unary":
+        a = ins[0]
+        if op in ROW_AGG:
+            r, c = a.rows, 1
+        elif op in COL_AGG:
+            r, c = 1, a.cols
+        elif op in CUM_AGG:
+            r, c = a.rows, a.cols
+        elif op in ("min", "max"):  # element-wise n-ary form
+            ms = [i for i in ins if i.dt == MATRIX]
+            r, c = ms[0].rows, ms[0].cols
+    elif kind == "matmult":
+        a, b = ins
+        r, c = a.rows, b.cols
+        if a.nnz == 0 or b.nnz == 0:
+            z = 0
+    elif kind == "reorg":
+        a = ins[0]
+        if op == "t":
+            r, c, z = a.cols, a.rows, a.nnz
+        elif op == "rev":
+            r, c, z = a.rows, a.cols, a.nnz
+        elif op == "diag":
+            if a.cols == 1 and a.rows >= 0:
+                r, c, z = a.rows, a.rows, a.nnz
+            elif a.cols > 1:
+                r, c = a.rows, 1
+            elif a.cols < 0 or a.rows < 0:
+                r = c = -1
+        elif op == "order":
+            ir = scalar_value(_arg(h, "index.return"), known) if _arg(h, "index.return") else False
+            r, c = (a.rows, 1) if ir is True else (a.rows, a.cols)
+            if ir is not True:
+                z = a.nnz
+        elif op == "matrix":  # reshape
+            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else -1
+            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else -1
+            z = a.nnz
+    elif kind == "rix":
+        x, rl, ru, cl, cu = ins
+        r = _range_len(rl, ru, h.params.get("row_single"), known)
+        c = _range_len(cl, cu, h.params.get("col_single"), known)
+        if h.params.get("row_all"):
+            r = x.rows
+        if h.params.get("col_all"):
+            c = x.cols
+        if x.nnz == 0:
+            z = 0
+        elif r >= 0 and c >= 0 and (r, c) == (x.rows, x.cols):
+            z = x.nnz
+    elif kind == "lix":
+        r, c = ins[0].rows, ins[0].cols
+    elif kind == "nary":
+        ms = [i for i in ins if i.dt == MATRIX]
+        if op in ("cbind", "append"):
+            r = ms[0].rows if ms else -1
+            c = sum(m.cols for m in ms) if all(m.cols >= 0 for m in ms) else -1
+            z = sum(m.nnz for m in ms) if all(m.nnz >= 0 for m in ms) else -1
+        elif op == "rbind":
+            c = ms[0].cols if ms else -1
+            r = sum(m.rows for m in ms) if all(m.rows >= 0 for m in ms) else -1
+            z = sum(m.nnz for m in ms) if all(m.nnz >= 0 for m in ms) else -1
+        elif ms:
+            r, c = ms[0].rows, ms[0].cols
+    elif kind == "param_builtin":
+        a = ins[0] if ins else None
+        if op == "replace" and a is not None:
+            r, c = a.rows, a.cols
+        elif op == "table":
+            rr, cc = _arg(h, "rows"), _arg(h, "cols")
+            if rr is not None and cc is not None:
+                r = _int_or_unknown(scalar_value(rr, known))
+                c = _int_or_unknown(scalar_value(cc, known))
+        elif op == "aggregate":
+            ng = _arg(h, "ngroups")
+            if ng is not None:
+                r = _int_or_unknown(scalar_value(ng, known))
+                tgt = _arg(h, "target")
+                c = tgt.cols if tgt is not None else -1
+        elif op in ("lower.tri", "upper.tri") and a is not None:
+            r, c = a.rows, a.cols
+    elif kind == "builtin":
+        if op == "outer":
+            r, c = ins[0].rows, ins[1].cols
+    elif kind == "extract":
+        src = ins[0]
+        i = h.params.get("index", 0)
+        if src.op == "eigen" and src.inputs[0].dims_known:
+            n = src.inputs[0].rows
+            r, c = (n, 1) if i == 0 else (n, n)
+    h.rows, h.cols, h.nnz = r, c, z
+    if r == 0 or c == 0:
+        h.nnz = 0
+    _memory(h)
+
+
+def _range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | None) -> int:
+    if single:
+        return 1
+    a, b = scalar_value(lo, known), scalar_value(hi, known)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return max(int(b) - int(a) + 1, 0)
+    return -1
+
+
+def output_bytes(rows: int, cols: int, nnz: int) -> float:
+    """Bytes of a dense or CSR block, chosen like the runtime chooses the format."""
+    if rows < 0 or cols < 0:
+        return -1.0
+    cells = rows * cols
+    dense = DENSE_CELL_BYTES * cells
+    if nnz >= 0 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:
+        return min(dense, SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1))
+    return dense
+
+
+def _memory(h: Hop) -> None:
+    if h.dt != MATRIX:
+        h.out_mem = 8.0 if h.dt == SCALAR else -1.0
+    else:
+        h.out_mem = output_bytes(h.rows, h.cols, h.nnz)
+    total = h.out_mem
+    for i in h.inputs:
+        if i.out_mem < 0 or total < 0:
+            total = -1.0
+            break
+        total += i.out_mem
+    h.mem = total

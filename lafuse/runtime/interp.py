@@ -1,0 +1,309 @@
+"""The interpreter over program blocks and lowered instructions, with a symbol table per call.
+
+Generic blocks run their lowered plan; blocks whose sizes were unknown at compile time are
+recompiled against the actual sizes in the symbol table first (and the plan cached by that
+input signature). Control-flow blocks evaluate predicate plans. Function calls get a fresh
+symbol table.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TextIO
+
+import numpy as np
+
+from lafuse import config as cfgmod
+from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
+from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
+from lafuse.runtime import recompile
+from lafuse.runtime.lower import Plan
+from lafuse.runtime.values import ListValue, is_matrix
+from lafuse.stats import Stats
+
+MAX_RECURSION = 200
+
+
+def _to_bool(v: Any, what: str = "predicate") -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float, np.floating, np.integer)):
+        return bool(v != 0)
+    if is_matrix(v):
+        if v.shape == (1, 1):
+            return bool(v[0, 0] != 0) if isinstance(v, np.ndarray) else bool(v.toarray()[0, 0] != 0)
+        raise DMLRuntimeError(f"{what} must be a scalar, got a {v.shape[0]}x{v.shape[1]} matrix")
+    if isinstance(v, str):
+        if v in ("TRUE", "true"):
+            return True
+        if v in ("FALSE", "false"):
+            return False
+    raise DMLRuntimeError(f"{what} must be a boolean or number, got {v!r}")
+
+
+def _to_num(v: Any, what: str) -> int | float:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)):
+        return v
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if is_matrix(v) and v.shape == (1, 1):
+        return float(v[0, 0]) if isinstance(v, np.ndarray) else float(v.toarray()[0, 0])
+    raise DMLRuntimeError(f"{what} must be a number, got {v!r}")
+
+
+class Interpreter:
+    def __init__(self, program: Program, compiler: Any, out: TextIO | None = None, stats: Stats | None = None):
+        self.program = program
+        self.compiler = compiler  # lafuse.compiler.Compiler: builds function bodies, recompiles blocks
+        self.out = out or sys.stdout
+        self.stats = stats
+        self.cfg = cfgmod.get()
+        self.depth = 0
+        from lafuse.runtime.local.kernels import KERNELS
+
+        self.kernels: dict[str, Callable[..., Any]] = KERNELS
+        self._pred_plans: dict[int, Plan] = {}
+
+    # ------------------------------------------------------------ blocks
+    def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
+        st = symtab if symtab is not None else {}
+        self.exec_blocks(self.program.blocks, st)
+        return st
+
+    def exec_blocks(self, blocks: list[Block], st: dict[str, Any]) -> None:
+        for b in blocks:
+            self.exec_block(b, st)
+
+    def exec_block(self, b: Block, st: dict[str, Any]) -> None:
+        if isinstance(b, GenericBlock):
+            plan = self._plan_for(b, st)
+            self.exec_plan(plan, st)
+        elif isinstance(b, IfBlock):
+            if _to_bool(self.eval_pred(self._dag_plan(b.pred), st), "if predicate"):
+                self.exec_blocks(b.then_blocks, st)
+            else:
+                self.exec_blocks(b.else_blocks, st)
+        elif isinstance(b, WhileBlock):
+            plan = self._dag_plan(b.pred)
+            while _to_bool(self.eval_pred(plan, st), "while predicate"):
+                self.exec_blocks(b.body, st)
+        elif isinstance(b, ForBlock):
+            self.exec_for(b, st)
+        else:  # pragma: no cover
+            raise DMLRuntimeError(f"unknown block {type(b).__name__}")
+
+    def _plan_for(self, b: GenericBlock, st: dict[str, Any]) -> Plan:
+        if b.requires_recompile and self.cfg.dynamic_recompile:
+            return recompile.plan_for(self, b, st)
+        if b.plan is None:
+            b.plan = self.compiler.lower_dag(b.dag)
+        return b.plan
+
+    def _dag_plan(self, dag: Any) -> Plan:
+        plan = self._pred_plans.get(id(dag))
+        if plan is None:
+            plan = self._pred_plans[id(dag)] = self.compiler.lower_dag(dag)
+        return plan
+
+    def eval_pred(self, plan: Plan, st: dict[str, Any]) -> Any:
+        regs = self.exec_plan(plan, st, keep_result=True)
+        return regs
+
+    def exec_for(self, b: ForBlock, st: dict[str, Any]) -> None:
+        start = _to_num(self.eval_pred(self._dag_plan(b.start), st), "for loop start")
+        stop = _to_num(self.eval_pred(self._dag_plan(b.stop), st), "for loop end")
+        if b.incr is not None:
+            incr = _to_num(self.eval_pred(self._dag_plan(b.incr), st), "for loop increment")
+            if incr == 0:
+                raise DMLRuntimeError("for loop increment must not be 0", b.span)
+            if (stop - start) * incr < 0:
+                return
+        else:
+            incr = 1 if stop >= start else -1
+        ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stop, incr))
+        if ints:
+            values: Any = range(int(start), int(stop) + (1 if incr > 0 else -1), int(incr))
+        else:
+            n = int(math.floor((stop - start) / incr + 1e-10)) + 1
+            values = [start + i * incr for i in range(max(n, 0))]
+        if b.parallel and self.cfg.parfor_parallel and self.cfg.threads > 1:
+            from lafuse.runtime import parfor
+
+            if parfor.run_parallel(self, b, values, st):
+                return
+        for v in values:
+            st[b.var] = v
+            self.exec_blocks(b.body, st)
+
+    # ------------------------------------------------------------ instructions
+    def exec_plan(self, plan: Plan, st: dict[str, Any], keep_result: bool = False) -> Any:
+        regs: list[Any] = [None] * plan.nregs
+        for r, v in plan.constants.items():
+            regs[r] = v
+        stats = self.stats
+        for ins in plan.instructions:
+            try:
+                args = [regs[a] for a in ins.args]
+                t0 = time.perf_counter() if stats is not None else 0.0
+                fn = ins.fn
+                if fn is not None:
+                    regs[ins.out] = fn(*args)
+                else:
+                    regs[ins.out] = self.special(ins.opcode, ins.hop, args, st)
+                if stats is not None:
+                    stats.record(ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"],
+                                 time.perf_counter() - t0)
+            except DMLError as e:
+                raise e.with_span(ins.hop.span) from None
+            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, MemoryError,
+                    np.linalg.LinAlgError) as e:
+                raise DMLRuntimeError(f"{ins.opcode}: {e}", ins.hop.span) from None
+            for f in ins.free:
+                regs[f] = None
+        for name, r in plan.writes:
+            st[name] = regs[r]
+        if keep_result:
+            return regs[plan.result]
+        return None
+
+    def special(self, op: str, hop: Any, args: list[Any], st: dict[str, Any]) -> Any:
+        if op == "tread":
+            try:
+                return st[hop.name]
+            except KeyError:
+                raise DMLRuntimeError(f"variable '{hop.name}' is not defined here (assigned only on some paths?)",
+                                      hop.span) from None
+        if op == "get":
+            v = args[0]
+            i = hop.params.get("index", 0)
+            if not isinstance(v, tuple):
+                if i == 0:
+                    return v
+                raise DMLRuntimeError("call did not return multiple values", hop.span)
+            if i >= len(v):
+                raise DMLRuntimeError(f"call returned {len(v)} values, value {i + 1} requested", hop.span)
+            return v[i]
+        if op == "fcall":
+            return self.call_function(hop.params["fname"], args, hop.params["argnames"], hop)
+        if op == "print":
+            from lafuse.runtime.printing import dml_str, java_format
+
+            if len(args) == 0:
+                s = ""
+            elif len(args) == 1:
+                s = dml_str(args[0])
+            else:
+                if not isinstance(args[0], str):
+                    raise DMLRuntimeError("print with several arguments needs a format string first", hop.span)
+                s = java_format(args[0], list(args[1:]))
+            self.out.write(s + "\n")
+            return None
+        if op == "stop":
+            from lafuse.runtime.printing import dml_str
+
+            raise DMLStop(dml_str(args[0]) if args else "", hop.span)
+        if op == "assert":
+            if not _to_bool(args[0], "assert condition"):
+                raise DMLRuntimeError("assertion failed", hop.span)
+            return None
+        if op == "toString":
+            from lafuse.runtime.printing import to_string
+
+            return self._call_kw(to_string, "toString", hop, args)
+        if op == "write":
+            from lafuse.runtime.io import write_value
+
+            kw = dict(zip(hop.params["slots"], args))
+            write_value(kw.pop("target"), str(kw.pop("file")), kw)
+            return None
+        if op == "pread":
+            from lafuse.runtime.io import read_value
+
+            kw = dict(zip(hop.params["slots"], args))
+            return read_value(str(kw.pop("target")), kw)
+        if op == "time":
+            return time.time_ns()
+        if op == "list":
+            names = list(hop.params.get("slots") or [])
+            return ListValue(list(args), names if any(names) else None)
+        if op == "lrix":
+            lst, key = args
+            return self.kernels["lrix"](lst, key)
+        if op == "llix":
+            lst, key, val = args
+            if not isinstance(lst, ListValue):
+                raise DMLRuntimeError("list element assignment needs a list", hop.span)
+            items = list(lst.items)
+            i = int(key) - 1 if not isinstance(key, str) else (lst.names or []).index(key)
+            if not 0 <= i < len(items):
+                raise DMLRuntimeError(f"list index {key} out of bounds [1, {len(items)}]", hop.span)
+            items[i] = val
+            return ListValue(items, lst.names)
+        if op in ("as.list",):
+            v = args[0]
+            return v if isinstance(v, ListValue) else ListValue([v])
+        if op == "setwd":
+            return None
+        raise DMLRuntimeError(f"operation '{op}' is not supported", hop.span)
+
+    def _call_kw(self, fn: Callable[..., Any], name: str, hop: Any, args: list[Any]) -> Any:
+        from lafuse.lang.builtins import REQUIRED, SPECS
+
+        spec = SPECS[name]
+        kw = dict(zip(hop.params["slots"], args))
+        full = [kw[p] if p in kw else (None if d is REQUIRED else d) for p, d in spec.params]
+        return fn(*full)
+
+    # ------------------------------------------------------------ functions
+    def call_function(self, key: str, args: list[Any], argnames: list[str | None], hop: Any) -> tuple:
+        fp = self.compiler.function(key)
+        if self.stats is not None:
+            self.stats.functions_called += 1
+        self.depth += 1
+        if self.depth > MAX_RECURSION:
+            self.depth = 0
+            raise DMLRuntimeError(f"recursion deeper than {MAX_RECURSION} calls in '{key}'", hop.span)
+        try:
+            st: dict[str, Any] = {}
+            params = fp.params
+            if any(argnames):
+                given = dict(zip(argnames, args))
+            else:
+                given = {p.name: a for p, a in zip(params, args)}
+            for p in params:
+                if p.name in given:
+                    st[p.name] = _coerce(given[p.name], p, key)
+                elif p.default is not None:
+                    st[p.name] = _coerce(self.compiler.eval_default(key, p, self), p, key)
+                else:
+                    raise DMLRuntimeError(f"missing argument '{p.name}' in call of '{key}'", hop.span)
+            self.exec_blocks(fp.blocks, st)
+            outs = []
+            for o in fp.outputs:
+                if o.name not in st:
+                    raise DMLRuntimeError(f"function '{key}' did not assign its output '{o.name}'", hop.span)
+                outs.append(st[o.name])
+            return tuple(outs)
+        finally:
+            self.depth -= 1
+
+
+def _coerce(v: Any, p: Any, fname: str) -> Any:
+    """Typed signatures are followed at run time: an INT passed to a Double parameter widens."""
+    if p.type_name == "scalar":
+        if is_matrix(v):
+            raise DMLRuntimeError(f"argument '{p.name}' of '{fname}' must be a scalar, got a matrix")
+        if p.value_type == "double" and isinstance(v, int) and not isinstance(v, bool):
+            return float(v)
+        if p.value_type == "int" and isinstance(v, float) and v.is_integer():
+            return int(v)
+    elif p.type_name == "matrix" and not is_matrix(v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return np.full((1, 1), float(v))
+        raise DMLRuntimeError(f"argument '{p.name}' of '{fname}' must be a matrix, got {type(v).__name__}")
+    return v

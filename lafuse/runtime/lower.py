@@ -1,0 +1,105 @@
+"""Lowering of a HOP DAG to a linear list of instructions over registers, with liveness.
+
+Each non-literal HOP becomes one instruction that reads registers and writes one register.
+Literals are preloaded constants. After an instruction, the registers whose last reader it was
+are cleared, so intermediates are freed as soon as nothing needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lafuse.hops.hop import Hop
+from lafuse.hops.program import Dag
+from lafuse.lang.builtins import REQUIRED, SPECS
+
+# opcodes the interpreter executes itself (they touch the symbol table, IO, or control)
+SPECIAL = {"tread", "twrite", "fcall", "print", "stop", "assert", "write", "pread", "time", "list",
+           "toString", "get", "lrix", "llix", "setwd", "as.frame", "as.list", "exists"}
+
+
+@dataclass
+class Instruction:
+    opcode: str
+    hop: Hop
+    args: list[int]
+    out: int
+    fn: Callable[..., Any] | None = None  # kernel, with argument normalization bound in
+    free: list[int] = field(default_factory=list)
+
+    def render(self) -> str:
+        ins = " ".join(f"_r{a}" for a in self.args)
+        h = self.hop
+        size = f"[{h.rows},{h.cols},{h.nnz}]" if h.dt == "matrix" else f"[{h.dt}.{h.vt}]"
+        extra = f" {h.name}" if h.name else ""
+        return f"CP {self.opcode}{extra} {ins} -> _r{self.out} {size}"
+
+
+@dataclass
+class Plan:
+    instructions: list[Instruction]
+    nregs: int
+    constants: dict[int, Any]
+    writes: list[tuple[str, int]]  # (variable, register) committed after the block
+    result: int = -1  # register of the single root of a predicate DAG
+
+
+def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``kernel`` so it receives arguments in the catalogue's positional order with defaults."""
+    spec = SPECS.get(op)
+    if spec is None or slots is None or spec.varargs or op == "list":
+        return kernel
+    pnames = spec.param_names
+    if tuple(slots) == pnames:
+        return kernel
+    where = {s: i for i, s in enumerate(slots)}
+    plan: list[tuple[bool, Any]] = []
+    for p, d in spec.params:
+        if p in where:
+            plan.append((True, where[p]))
+        else:
+            plan.append((False, None if d is REQUIRED else d))
+    # drop trailing defaults the kernel will fill itself? no: pass all, kernels take full lists
+
+    def call(*args: Any) -> Any:
+        return kernel(*[args[v] if is_arg else v for is_arg, v in plan])
+
+    return call
+
+
+def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
+    order = dag.hops()
+    reg: dict[int, int] = {}
+    constants: dict[int, Any] = {}
+    instrs: list[Instruction] = []
+    writes: list[tuple[str, int]] = []
+    for h in order:
+        r = len(reg)
+        reg[h.id] = r
+        if h.kind == "literal":
+            constants[r] = h.value
+            continue
+        args = [reg[i.id] for i in h.inputs]
+        op = h.op
+        if op == "twrite":
+            writes.append((h.name or "", args[0]))
+            continue
+        fn = None
+        if op not in SPECIAL:
+            k = kernels.get(op)
+            if k is None:
+                raise NotImplementedError(f"no kernel for operation '{op}'")
+            fn = bind_args(op, h.params.get("slots"), k)
+        instrs.append(Instruction(op, h, args, r, fn))
+    # liveness: last reader of each register
+    last: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        for a in ins.args:
+            last[a] = i
+    keep = {r for _, r in writes}
+    for a, i in last.items():
+        if a not in keep and a not in constants:
+            instrs[i].free.append(a)
+    result = reg[dag.roots[0].id] if dag.roots else -1
+    return Plan(instrs, len(reg), constants, writes, result)

@@ -1,0 +1,106 @@
+"""Dynamic recompilation: re-optimize a block's HOP DAG once the actual input sizes are known.
+
+Why: sizes unknown at compile time (function parameters, data-dependent results) block
+size-dependent rewrites such as matrix-multiply chain ordering and size-based constant folding.
+At run time the symbol table knows every input's dims, so the block's DAG is copied, its TReads
+get the real sizes, sizes are propagated, dynamic rewrites run, and the result is lowered. Plans
+are cached per input signature (shapes, and the scalars that determine output sizes).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lafuse.hops import sizes
+from lafuse.hops.hop import MATRIX, SCALAR, Hop
+from lafuse.hops.program import Dag, GenericBlock
+from lafuse.runtime.values import is_matrix, nnz
+
+MAX_CACHED_PLANS = 8
+# ops whose scalar inputs determine output sizes
+_SIZE_OPS = {"matrix", "rand", "Rand", "seq", "rix", "table", "aggregate", "sample"}
+
+
+def copy_dag(dag: Dag) -> Dag:
+    """Deep copy with the same HOP ids (EXPLAIN of a recompiled block names the original HOPs)."""
+    m: dict[int, Hop] = {}
+    for h in dag.hops():
+        c = Hop.__new__(Hop)
+        for s in Hop.__slots__:
+            setattr(c, s, getattr(h, s))
+        c.inputs = [m[i.id] for i in h.inputs]
+        c.params = dict(h.params)
+        m[h.id] = c
+    return Dag([m[r.id] for r in dag.roots])
+
+
+def size_scalars(dag: Dag) -> set[str]:
+    """Scalar variables whose values feed a size-determining argument."""
+    out: set[str] = set()
+    for h in dag.hops():
+        if h.op in _SIZE_OPS:
+            stack = [i for i in h.inputs if i.dt == SCALAR]
+            while stack:
+                s = stack.pop()
+                if s.op == "tread" and s.name:
+                    out.add(s.name)
+                stack.extend(i for i in s.inputs if i.dt == SCALAR)
+    return out
+
+
+def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
+    if getattr(b, "_size_scalars", None) is None:
+        b._size_scalars = size_scalars(b.dag)  # type: ignore[attr-defined]
+        b._tread_names = sorted(b.dag.reads())  # type: ignore[attr-defined]
+    sig = []
+    for name in b._tread_names:  # type: ignore[attr-defined]
+        v = st.get(name)
+        if is_matrix(v):
+            sig.append((name, v.shape))
+        elif name in b._size_scalars:  # type: ignore[attr-defined]
+            sig.append((name, v))
+    return tuple(sig)
+
+
+def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool = False) -> Dag:
+    new = copy_dag(dag)
+    known = {k: v for k, v in st.items() if isinstance(v, (int, float, bool, str))}
+    for h in new.hops():
+        if h.op == "tread" and h.dt in (MATRIX, "unknown"):
+            v = st.get(h.name or "")
+            if is_matrix(v):
+                h.dt = MATRIX
+                h.rows, h.cols = v.shape
+                h.nnz = nnz(v) if exact_nnz else -1
+    for h in new.hops():
+        sizes.infer(h, known)
+    compiler.rewrite_dag(new, dynamic=True, known=known)
+    return new
+
+
+def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
+    sig = signature(b, st)
+    cache = b.recompiled
+    if cache is None:
+        cache = b.recompiled = {}
+    plan = cache.get(sig)
+    if plan is not None:
+        return plan
+    t0 = time.perf_counter()
+    dag = recompile_dag(b.dag, st, interp.compiler)
+    plan = interp.compiler.lower_dag(dag)
+    if len(cache) >= MAX_CACHED_PLANS:
+        cache.pop(next(iter(cache)))
+    cache[sig] = plan
+    stats = interp.stats
+    if stats is not None:
+        stats.recompiles += 1
+        stats.recompile_time += time.perf_counter() - t0
+    explain = interp.cfg.explain
+    if explain in ("recompile_hops", "recompile_runtime"):
+        from lafuse import explain as ex
+
+        text = ex.explain_dag(dag, b) if explain == "recompile_hops" else ex.explain_plan(plan, b)
+        interp.compiler.explain_out.write(text + "\n")
+    return plan
