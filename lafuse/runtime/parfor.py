@@ -31,6 +31,19 @@ def _lix_targets(blocks: list[Block]) -> tuple[set[str], set[str]]:
     return lix - whole, whole
 
 
+def _reads_results(blocks: list[Block], results: set[str]) -> bool:
+    """True if a result variable is read other than as the base of its own left indexing."""
+    for b in iter_blocks(blocks):
+        for d in ([b.dag] if isinstance(b, GenericBlock) else []):
+            for h in d.hops():
+                for k, i in enumerate(h.inputs):
+                    if i.op == "tread" and i.name in results and not (h.op == "lix" and k == 0):
+                        return True
+        if isinstance(b, (IfBlock, WhileBlock)) and b.pred.reads() & results:
+            return True
+    return False
+
+
 def _has_side_effects(blocks: list[Block]) -> bool:
     for b in iter_blocks(blocks):
         if isinstance(b, GenericBlock):
@@ -51,6 +64,8 @@ def run_parallel(interp: Any, b: ForBlock, values: Any, st: dict[str, Any]) -> b
     if (whole - {b.var}) & live_after:
         return False
     if not results or any(not is_matrix(st.get(r)) for r in results):
+        return False
+    if _reads_results(b.body, results):
         return False
     originals = {r: st[r] for r in results}
 
@@ -76,5 +91,3 @@ def run_parallel(interp: Any, b: ForBlock, values: Any, st: dict[str, Any]) -> b
     st[b.var] = vals[-1]
     return True
 
-
-__all__ = ["run_parallel", "IfBlock", "WhileBlock"]
