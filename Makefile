@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 .PHONY: install run test lint bench clean
 
 $(STAMP): pyproject.toml
+	@command -v java >/dev/null 2>&1 || { echo "installing Java 17 for the SystemDS conformance tests"; \
+	  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) || \
+	  echo "warning: no java; the SystemDS conformance tests will fail"; }
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -19,6 +22,9 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest tests
+
+bench: install
+	$(BIN)/python benchmarks/dense_ops.py
 
 lint: install
 	$(BIN)/ruff check lafuse tests

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from lafuse import config as cfgmod
 from lafuse import rewrite
 from lafuse.hops import liveness, sizes
-from lafuse.hops.builder import Builder, FunctionResolver
+from lafuse.hops.builder import Builder, FunctionResolver, VarInfo
 from lafuse.hops.hop import MATRIX
 from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, iter_blocks
 from lafuse.lang import ast as A
@@ -54,6 +54,7 @@ class Compiler:
         liveness.analyze(prog.blocks, set())
         prog.blocks = self.optimize_blocks(prog.blocks)
         self.program = prog
+        self._compile_functions(prog)
         if self.stats is not None:
             self.stats.parse_time += t1 - t0
             self.stats.compile_time += time.perf_counter() - t1
@@ -70,6 +71,7 @@ class Compiler:
         return self.compile_text(text, path)
 
     def optimize_blocks(self, blocks: list) -> list:
+        _raise_deferred(blocks)
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg)
             for b in iter_blocks(blocks):
@@ -90,7 +92,50 @@ class Compiler:
         return lower(dag, self.kernels)
 
     # ------------------------------------------------------------ functions
-    def function(self, key: str) -> FunctionProgram:
+    def _compile_functions(self, prog: Program) -> None:
+        """Inter-procedural analysis: compile every user function once, eagerly (so errors in
+        function bodies are reported before anything runs), with the parameter sizes all of its
+        call sites agree on; callees are compiled after their callers so nested sites count."""
+        sites: dict[str, list[dict[str, VarInfo]]] = {}
+        order: list[str] = []
+
+        def collect(blocks: list) -> None:
+            for b in iter_blocks(blocks):
+                for d in _dags(b):
+                    for h in d.hops():
+                        if h.kind != "funcall":
+                            continue
+                        key = h.params["fname"]
+                        fdef = self.resolver.functions.get(key)
+                        if fdef is None:
+                            continue
+                        names = h.params["argnames"]
+                        pnames = [p.name for p in fdef.params]
+                        info = {}
+                        for i, a in enumerate(h.inputs):
+                            nm = names[i] or (pnames[i] if i < len(pnames) else None)
+                            if nm:
+                                info[nm] = VarInfo(a.dt, a.vt, a.rows, a.cols, a.nnz)
+                        sites.setdefault(key, []).append(info)
+                        if key not in order:
+                            order.append(key)
+
+        collect(prog.blocks)
+        done: set[str] = set()
+        i = 0
+        while i < len(order):
+            key = order[i]
+            i += 1
+            if key in done:
+                continue
+            done.add(key)
+            fp = self.function(key, _agree(sites.get(key, [])))
+            collect(fp.blocks)
+        for key in list(prog.functions):
+            if key not in done and key in self.resolver.functions and not key.startswith("builtin::"):
+                self.function(key)
+
+    def function(self, key: str, known: dict[str, VarInfo] | None = None) -> FunctionProgram:
         assert self.program is not None and self.builder is not None
         fp = self.program.functions.get(key)
         if fp is None:
@@ -100,7 +145,7 @@ class Compiler:
         if not fp.compiled:
             t0 = time.perf_counter()
             fdef = self.resolver.functions[key]
-            blocks = self.builder.build_function(key, fdef)
+            blocks = self.builder.build_function(key, fdef, known)
             liveness.analyze(blocks, {o.name for o in fdef.outputs})
             fp.blocks = self.optimize_blocks(blocks)
             fp.compiled = True
@@ -121,6 +166,30 @@ class Compiler:
                 b.env, b.ns = saved
             plan = self._defaults[(key, p.name)] = self.lower_dag(dag)
         return interp.exec_plan(plan, {}, keep_result=True)
+
+
+def _raise_deferred(blocks: list) -> None:
+    """Raise the first compile-time error attached to a HOP that survived dead-code removal."""
+    errs = []
+    for b in iter_blocks(blocks):
+        for d in _dags(b):
+            errs += [h.params["error"] for h in d.hops() if "error" in h.params]
+    if errs:
+        raise min(errs, key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
+
+
+def _agree(sites: list[dict[str, VarInfo]]) -> dict[str, VarInfo]:
+    """Parameter infos equal at every call site (a function called with different sizes keeps
+    unknown sizes; its blocks are then recompiled at run time)."""
+    if not sites:
+        return {}
+    out = dict(sites[0])
+    for s in sites[1:]:
+        for k in list(out):
+            if s.get(k) != out[k]:
+                v = out[k]
+                out[k] = VarInfo(v.dt, v.vt if s.get(k) is not None and s[k].vt == v.vt else "unknown")
+    return out
 
 
 def _dags(b: Any) -> list[Dag]:

@@ -34,6 +34,8 @@ class Config:
     stats_top: int = 10
     explain: str | None = None  # hops | runtime | recompile_hops | recompile_runtime
     debug: bool = False
+    # test aid: compare every HOP's predicted dims/nnz with the runtime value's (env LAFUSE_CHECK_METADATA=1)
+    check_metadata: bool = field(default_factory=lambda: os.environ.get("LAFUSE_CHECK_METADATA") == "1")
 
     def with_(self, **kw: Any) -> Config:
         return replace(self, **kw)

@@ -129,12 +129,17 @@ class Builder:
                  for k, f in self.resolver.functions.items()}
         return Program(blocks, funcs, script.path)
 
-    def build_function(self, key: str, fdef: A.FunctionDef) -> list[Block]:
+    def build_function(self, key: str, fdef: A.FunctionDef,
+                       known: dict[str, VarInfo] | None = None) -> list[Block]:
+        """Build a function body; ``known`` carries parameter sizes that every call site agrees on (IPA)."""
         saved_env, saved_ns = self.env, self.ns
         self.env = {}
         self.ns = key.split("::")[0] if "::" in key else ""
         for p in fdef.params:
             self.env[p.name] = VarInfo(p.type_name, p.value_type if p.type_name == SCALAR else DOUBLE)
+            info = (known or {}).get(p.name)
+            if info is not None and info.dt == self.env[p.name].dt:
+                self.env[p.name] = info
         try:
             blocks = self.build_blocks(fdef.body)
         finally:
@@ -423,11 +428,13 @@ class Builder:
         sizes.infer(h)
         # bounds known at compile time must lie inside known dims
         for (lo, hi), n, dim in (((bounds[0], bounds[1]), base.rows, "row"), ((bounds[2], bounds[3]), base.cols, "column")):
-            lv, hv = sizes.scalar_value(lo), sizes.scalar_value(hi)
-            for v in (lv, hv):
+            for bh in (lo, hi):
+                v = sizes.scalar_value(bh)
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
-                    raise DMLValidationError(
-                        f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", e.span)
+                    at = bh.span if bh.span is not None and bh.span.line > 0 else e.span  # the offending index
+                    # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
+                    h.params.setdefault("error", DMLValidationError(
+                        f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
         return h
 
     # ---- operators
@@ -522,8 +529,10 @@ class Builder:
     def _fcall(self, key: str, fdef: A.FunctionDef, call: A.Call, nout: int) -> Hop:
         named = [a for a in call.args if a.name is not None]
         if named and len(named) != len(call.args):
+            odd = next(a for a in call.args if (a.name is None) != (call.args[0].name is None))
             raise DMLValidationError(
-                f"call of '{call.name}': a user function takes all positional or all named arguments", call.span)
+                f"call of '{call.name}' mixes positional and named arguments: a user function takes all "
+                "positional or all named arguments", odd.span)
         pnames = [p.name for p in fdef.params]
         if named:
             for a in named:
@@ -533,8 +542,8 @@ class Builder:
         else:
             if len(call.args) > len(pnames):
                 raise DMLValidationError(
-                    f"function '{call.name}' takes {len(pnames)} arguments but {len(call.args)} were given",
-                    call.span)
+                    f"function '{call.name}' takes {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
+                    f"but {len(call.args)} were given", call.args[len(pnames)].value.span)
             missing = [p.name for p in fdef.params[len(call.args):] if p.default is None]
         if missing:
             raise DMLValidationError(
@@ -545,7 +554,7 @@ class Builder:
             p = params[a.name] if a.name else fdef.params[ins.index(h)]
             if p.type_name == MATRIX and h.dt == SCALAR:
                 raise DMLValidationError(
-                    f"argument '{p.name}' of '{call.name}' must be a matrix, got a {h.vt} scalar", a.value.span)
+                    f"argument '{p.name}' of '{call.name}' must be a matrix, got {_a(h.vt)} scalar", a.value.span)
             if p.type_name == SCALAR and h.dt == MATRIX:
                 raise DMLValidationError(
                     f"argument '{p.name}' of '{call.name}' must be a scalar, got a matrix", a.value.span)
@@ -578,7 +587,8 @@ class Builder:
         pnames = spec.param_names
         if len(pos) > len(pnames):
             raise DMLValidationError(
-                f"'{spec.name}' takes at most {len(pnames)} arguments but {len(pos)} were given", call.span)
+                f"'{spec.name}' takes at most {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
+                f"but {len(pos)} were given", pos[len(pnames)].value.span)
         slots = list(pnames[: len(pos)])
         exprs = [a.value for a in pos]
         for a in named:
@@ -733,12 +743,13 @@ class Builder:
                   "order", "table", "nrow", "ncol", "colVars", "rowVars", "colSds", "rowSds",
                   "colProds", "rowProds", "det", "qr", "lu", "median", "var", "sd", "quantile"}
         if name in mat_in and ins and ins[0].dt == SCALAR and name != "table":
-            raise DMLValidationError(f"'{name}' needs a matrix argument, got a {ins[0].vt} scalar", call.span)
+            raise DMLValidationError(f"'{name}' needs a matrix argument, got {_a(ins[0].vt)} scalar",
+                                     _arg_span(call, 0))
         if name in ("sum", "mean", "prod") and ins and ins[0].dt == SCALAR:
             raise DMLValidationError(f"'{name}' needs a matrix argument, got a scalar", call.span)
         if name == "as.scalar" and ins and ins[0].dt == MATRIX and ins[0].dims_known and (ins[0].rows, ins[0].cols) != (1, 1):
             raise DMLValidationError(
-                f"as.scalar needs a 1x1 matrix, got {ins[0].rows}x{ins[0].cols}", call.span)
+                f"as.scalar needs a 1x1 matrix, got {ins[0].rows}x{ins[0].cols}", _arg_span(call, 0))
         if name == "solve" and len(ins) == 2 and ins[0].dims_known and ins[0].rows != ins[0].cols:
             raise DMLValidationError(f"solve needs a square matrix, got {ins[0].rows}x{ins[0].cols}", call.span)
         if name in ("cbind", "append") and len([i for i in ins if i.dt == MATRIX]) >= 2:
@@ -797,6 +808,16 @@ def _assigned_names(stmts: list[A.Stmt]) -> set[str]:
         elif isinstance(s, A.For):
             out |= _assigned_names(s.body) | {s.var}
     return out
+
+
+def _a(word: str) -> str:
+    """'a double' / 'an int': the article for a type name in a message."""
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def _arg_span(call: A.Call, i: int) -> Span:
+    """The span of a call's i-th argument (the call's own span when absent)."""
+    return call.args[i].value.span if i < len(call.args) and call.args[i].value.span.line else call.span
 
 
 def _stmt_span(s: A.Stmt) -> Span:

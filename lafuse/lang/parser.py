@@ -19,13 +19,63 @@ _VALUE_TYPES = {
     "string": "string", "unknown": "unknown",
 }
 _DATA_TYPES = {"matrix": "matrix", "frame": "frame", "list": "list", "tensor": "matrix", "scalar": "scalar"}
+_TYPE_HINT = " (known types: Matrix[Double], Frame, List, Double, Integer, Boolean, String)"
 
-_TOKEN_NAMES = {
-    "NAME": "identifier", "INT": "integer", "FLOAT": "number", "STRING": "string", "LPAR": "'('",
-    "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'", "RBRACE": "'}'", "COMMA": "','",
-    "EQUAL": "'='", "SEMICOLON": "';'", "COLON": "':'", "$END": "end of file", "CMPOP": "comparison",
-    "ADDOP": "'+' or '-'", "MULOP": "'*' or '/'",
-}
+_KEYWORDS = frozenset({
+    "if", "else", "for", "in", "parfor", "while", "function", "return", "source", "setwd", "as",
+    "TRUE", "FALSE", "externalFunction", "implemented",
+})
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+_CLOSER_TERMINALS = {")": "RPAR", "]": "RSQB", "}": "RBRACE"}
+
+# what the parser can accept next, summarized: a class of tokens is named once
+_EXPR_START = frozenset({"NAME", "INT", "FLOAT", "STRING", "LPAR", "ADDOP", "NOT", "TRUE", "FALSE", "CMD_NAMED",
+                         "CMD_POS"})
+_STMT_START = frozenset({"NAME", "LSQB", "IF", "FOR", "PARFOR", "WHILE", "SOURCE", "SETWD", "CMD_NAMED"})
+_BINOPS = frozenset({"OROP", "ANDOP", "CMPOP", "ADDOP", "MULOP", "MMOP", "MODOP", "POWOP"})
+_PUNCT_ORDER = [")", "]", "}", ",", ":", "=", "<-", "+=", "(", "[", "{"]
+
+
+class _Scan:
+    """Brackets still open at an offset, and the end of the last token before it (strings and
+    comments skipped); also finds a block comment that is never closed."""
+
+    def __init__(self, text: str, upto: int):
+        self.stack: list[tuple[str, int]] = []  # (opener, offset)
+        self.last_end = 0  # offset just after the last significant character before upto
+        self.open_comment: int | None = None  # offset of a '/*' that is never closed
+        i, n = 0, len(text)
+        while i < n:
+            c = text[i]
+            if c == "#":
+                j = text.find("\n", i)
+                i = n if j < 0 else j
+                continue
+            if text.startswith("/*", i):
+                j = text.find("*/", i + 2)
+                if j < 0:
+                    self.open_comment = i
+                    break
+                i = j + 2
+                continue
+            if i >= upto:
+                break
+            if c in "\"'":
+                j = i + 1
+                while j < n and text[j] != c:
+                    j += 2 if text[j] == "\\" else 1
+                i = min(j + 1, n)
+                self.last_end = i
+                continue
+            if c in _OPENERS:
+                self.stack.append((c, i))
+            elif c in _CLOSERS:
+                if self.stack and self.stack[-1][0] == _CLOSERS[c]:
+                    self.stack.pop()
+            if not c.isspace():
+                self.last_end = i + 1
+            i += 1
 
 
 @functools.lru_cache(maxsize=1)
@@ -62,6 +112,12 @@ class _ToAst(Transformer):
             return Span(self.path, 0, 0)
         return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
 
+    def NAME(self, tok: Token) -> Token:
+        # lark's contextual lexer reads a keyword as a name where no keyword fits (x = for + 1)
+        if str(tok) in _KEYWORDS:
+            raise DMLSyntaxError(f"'{tok}' is a reserved word and cannot be used as a name", self._span(tok))
+        return tok
+
     # ---- program structure
     @v_args(meta=True)
     def start(self, meta, items):
@@ -69,7 +125,10 @@ class _ToAst(Transformer):
         for it in items:
             if isinstance(it, A.FunctionDef):
                 if it.name in funcs:
-                    raise DMLValidationError(f"function '{it.name}' is defined twice", it.span)
+                    first = funcs[it.name].span
+                    raise DMLValidationError(
+                        f"function '{it.name}' is defined twice (first definition at {first.line}:{first.col})",
+                        it.span)
                 funcs[it.name] = it
             else:
                 if isinstance(it, A.Import):
@@ -101,20 +160,21 @@ class _ToAst(Transformer):
         (dt, vt), name = items
         return ("out", A.Param(dt, vt, str(name), None, span=self._span(name)))
 
-    def ml_type(self, items):
+    @v_args(meta=True)
+    def ml_type(self, meta, items):
         outer, inner = str(items[0]), items[1]
         lo = outer.lower()
         if inner is not None:
             dt = _DATA_TYPES.get(lo)
             vt = _VALUE_TYPES.get(str(inner).lower())
             if dt is None or vt is None:
-                raise DMLSyntaxError(f"unknown type '{outer}[{inner}]'", self._span(items[0]))
+                raise DMLSyntaxError(f"unknown type '{outer}[{inner}]'{_TYPE_HINT}", self._span(meta))
             return (dt, vt)
         if lo in _VALUE_TYPES:
             return ("scalar", _VALUE_TYPES[lo])
         if lo in _DATA_TYPES:
             return (_DATA_TYPES[lo], "double" if lo == "matrix" else "unknown")
-        raise DMLSyntaxError(f"unknown type '{outer}'", self._span(items[0]))
+        raise DMLSyntaxError(f"unknown type '{outer}'{_TYPE_HINT}", self._span(items[0]))
 
     # ---- statements
     @v_args(meta=True)
@@ -264,36 +324,144 @@ class _ToAst(Transformer):
         return A.Bool(False, span=self._span(meta))
 
 
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
 def _describe(tok: Token) -> str:
+    """How an unexpected token reads in a message: kind and text."""
     if tok.type == "$END":
         return "end of file"
-    return repr(str(tok))
+    text = str(tok)
+    if text in _KEYWORDS:
+        return f"keyword '{text}'"
+    if tok.type == "NAME":
+        return f"identifier '{text}'"
+    if tok.type in ("INT", "FLOAT"):
+        return f"number '{text}'"
+    if tok.type == "STRING":
+        return f"string {text if len(text) <= 30 else text[:27] + '...'}"
+    if tok.type in ("CMD_NAMED", "CMD_POS"):
+        return f"command-line argument '{text}'"
+    return f"'{text}'"
+
+
+def _terminal_text(name: str) -> str | None:
+    """The literal text of a fixed terminal ('in', ')', '<-'); None for classes such as NAME."""
+    try:
+        pat = _lark().get_terminal(name).pattern
+    except KeyError:
+        return None
+    return pat.value if pat.type == "str" else None
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _expected(accepts: set[str], scan: _Scan, text: str, err_line: int) -> str:
+    """A short, human summary of the tokens the parser would have accepted: classes of tokens
+    ("an expression", "an operator", "a statement") are named once, punctuation is listed."""
+    acc = set(accepts)
+    classes: list[str] = []
+    if len(acc & _BINOPS) >= 3:
+        classes.append("an operator")
+        acc -= _BINOPS
+    if {"IF", "WHILE"} <= acc:
+        classes.append("a new statement" if classes else "a statement")
+        acc -= _STMT_START | {"$END", "_SEMI"}
+    if {"INT", "LPAR", "NAME"} <= acc:
+        classes.append("an expression")
+        acc -= _EXPR_START | {"FUNCTION"}  # 'x = function' is rarely what was meant
+    if len(acc) > 1:
+        acc.discard("_SEMI")  # ';' is an optional terminator: never worth suggesting
+    lone = {"NAME": "an identifier", "INT": "a number", "FLOAT": "a number", "STRING": "a string",
+            "CMD_NAMED": "a command-line argument", "CMD_POS": "a command-line argument"}
+    punct: list[str] = []
+    for name in sorted(acc - {"$END"}):
+        t = _terminal_text(name)
+        if t is not None:
+            punct.append(t)
+        elif name in lone and lone[name] not in classes:
+            classes.append(lone[name])
+    punct.sort(key=lambda t: (_PUNCT_ORDER.index(t) if t in _PUNCT_ORDER else len(_PUNCT_ORDER), t))
+    items = [f"'{t}'" for t in punct]
+    # name a '(' or '[' left open on an earlier line: the likely mistake ('{' spans lines anyway)
+    closer = _OPENERS[scan.stack[-1][0]] if scan.stack else None
+    note = None
+    if closer in (")", "]") and closer in punct:
+        opener, pos = scan.stack[-1]
+        line, col = _line_col(text, pos)
+        if line != err_line:
+            items.remove(f"'{closer}'")
+            note = f"'{closer}' to close '{opener}' at {line}:{col}"
+    items += classes
+    if len(items) > 5:
+        items = items[:4] + ["..."]
+    if note:
+        items.append(note)
+    if not items and "$END" in acc:
+        items.append("end of file")
+    return _join(items) if items else ""
 
 
 def _syntax_error(e: UnexpectedInput, path: str, text: str) -> DMLSyntaxError:
-    line, col = getattr(e, "line", 0) or 0, getattr(e, "column", 0) or 0
+    """A syntax error at the offending token, naming it and what could have come instead."""
+    tok: Token | None = getattr(e, "token", None)
+    at_eof = isinstance(e, UnexpectedEOF) or (tok is not None and tok.type == "$END")
     if isinstance(e, UnexpectedCharacters):
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
-        msg = f"unexpected character {ch!r}"
+        pos = e.pos_in_stream
+    elif tok is not None and not at_eof and tok.start_pos is not None:
+        pos = tok.start_pos
+    else:
+        pos = len(text)
+    scan = _Scan(text, pos)
+
+    def err(msg: str, at: int, width: int = 1) -> DMLSyntaxError:
+        line, col = _line_col(text, at)
+        return DMLSyntaxError(msg, Span(path, line, col, line, col + max(1, width)))
+
+    if scan.open_comment is not None and scan.open_comment <= pos:
+        return err("unterminated block comment: '/*' is never closed by '*/'", scan.open_comment, 2)
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[pos] if pos < len(text) else "?"
         if ch in "\"'":
-            msg = "unterminated string literal"
-        return DMLSyntaxError(msg, Span(path, line, col, line, col + 1))
-    if isinstance(e, UnexpectedEOF):
-        lines = text.rstrip().splitlines() or [""]
-        return DMLSyntaxError("unexpected end of file (missing '}' or ')'?)",
-                              Span(path, len(lines), len(lines[-1]) + 1))
-    tok = getattr(e, "token", None)
-    expected = sorted(_TOKEN_NAMES.get(t, t) for t in (getattr(e, "expected", None) or [])
-                      if not t.startswith("__"))
-    if tok is not None and tok.type == "$END":
-        lines = text.rstrip().splitlines() or [""]
-        return DMLSyntaxError("unexpected end of file (missing '}' or ')'?)",
-                              Span(path, len(lines), len(lines[-1]) + 1))
-    msg = f"unexpected {_describe(tok)}" if tok is not None else "syntax error"
-    if expected and len(expected) <= 6:
-        msg += ", expected " + " or ".join(expected)
-    end = col + max(1, len(str(tok))) if tok is not None else col + 1
-    return DMLSyntaxError(msg, Span(path, line, col, line, end))
+            return err(f"unterminated string literal: missing closing {ch}", pos)
+        return err(f"unexpected character {ch!r}", pos)
+    ip = getattr(e, "interactive_parser", None)
+    try:
+        accepts = set(ip.accepts()) if ip is not None else set(getattr(e, "expected", None) or ())
+    except Exception:  # accepts() replays the parser; never let it hide the real error
+        accepts = set(getattr(e, "expected", None) or ())
+    if at_eof:
+        if scan.stack and _CLOSER_TERMINALS[_OPENERS[scan.stack[-1][0]]] in accepts:
+            opener, opos = scan.stack[-1]
+            line, col = _line_col(text, opos)
+            msg = f"unexpected end of file, expected '{_OPENERS[opener]}' to close '{opener}' at {line}:{col}"
+        else:
+            exp = _expected(accepts, scan, text, 0)
+            msg = "unexpected end of file" + (f", expected {exp}" if exp else "")
+        return err(msg, scan.last_end)
+    assert tok is not None
+    t = str(tok)
+    width = len(t) if "\n" not in t else 1
+    err_line = tok.line or 0
+    if t in _CLOSERS and tok.type == _CLOSER_TERMINALS[t]:
+        if not scan.stack:
+            return err(f"unexpected '{t}' without a matching '{_CLOSERS[t]}'", pos, width)
+        opener, opos = scan.stack[-1]
+        if _OPENERS[opener] != t:
+            line, col = _line_col(text, opos)
+            return err(f"unexpected '{t}', expected '{_OPENERS[opener]}' to close '{opener}' at {line}:{col}",
+                       pos, width)
+    # (where no keyword fits, lark's contextual lexer reads one as a NAME)
+    if t == "else" and tok.type in ("ELSE", "NAME"):
+        return err("'else' without a matching 'if'", pos, width)
+    if t == "function" and tok.type in ("FUNCTION", "NAME") and any(o == "{" for o, _ in scan.stack):
+        return err("function definitions are only allowed at the top level of a script, not inside a block",
+                   pos, width)
+    exp = _expected(accepts, scan, text, err_line)
+    return err(f"unexpected {_describe(tok)}" + (f", expected {exp}" if exp else ""), pos, width)
 
 
 def parse(text: str, path: str = "<string>") -> A.Script:

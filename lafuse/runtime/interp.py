@@ -146,6 +146,7 @@ class Interpreter:
         for r, v in plan.constants.items():
             regs[r] = v
         stats = self.stats
+        check = self.cfg.check_metadata
         for ins in plan.instructions:
             try:
                 args = [regs[a] for a in ins.args]
@@ -155,6 +156,8 @@ class Interpreter:
                     regs[ins.out] = fn(*args)
                 else:
                     regs[ins.out] = self.special(ins.opcode, ins.hop, args, st)
+                if check:
+                    _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
                     stats.record(ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"],
                                  time.perf_counter() - t0)
@@ -291,6 +294,23 @@ class Interpreter:
             return tuple(outs)
         finally:
             self.depth -= 1
+
+
+def _check_metadata(hop: Any, v: Any) -> None:
+    """Predicted metadata must match runtime metadata: a wrong compile-time size could feed a
+    size-based rewrite and silently change results."""
+    if hop.dt != "matrix" or not is_matrix(v):
+        return
+    r, c = v.shape
+    if (hop.rows >= 0 and hop.rows != r) or (hop.cols >= 0 and hop.cols != c):
+        raise AssertionError(f"HOP {hop!r} predicted {hop.rows}x{hop.cols}, runtime value is {r}x{c} "
+                             f"(line {hop.span.line})")
+    if hop.nnz >= 0:
+        from lafuse.runtime.values import nnz
+
+        z = nnz(v)
+        if z != hop.nnz:
+            raise AssertionError(f"HOP {hop!r} predicted nnz={hop.nnz}, runtime nnz={z} (line {hop.span.line})")
 
 
 def _coerce(v: Any, p: Any, fname: str) -> Any:

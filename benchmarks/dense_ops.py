@@ -1,0 +1,112 @@
+"""Ten plain dense operations on 5000x1000: lafuse vs the same NumPy code, side by side.
+
+Measures (a) operation time: lafuse's execution phase (after parse/compile, which `--stats`
+reports separately) against the same ten NumPy calls, and (b) whole-process wall time of
+`lafuse run` against `python -c <numpy script>`. Runs interleaved, reports medians and ratios.
+
+    .venv/bin/python benchmarks/dense_ops.py [--rows 5000 --cols 1000 --reps 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "examples", "dense_ops.dml")
+
+NUMPY_SRC = """
+import numpy as np, sys, time
+rows, cols = int(sys.argv[1]), int(sys.argv[2])
+X = np.random.default_rng(7).random((rows, cols))
+t0 = time.perf_counter()
+Y = X * 2.0
+Z = Y + X
+W = Z / 3.0
+V = W - 0.5
+U = np.abs(V)
+S = U * X
+R = np.exp(S)
+Q = R + Y
+P = np.sqrt(Q)
+s = P.sum()
+print(repr(float(s)))
+print(time.perf_counter() - t0, file=sys.stderr)
+"""
+
+
+def numpy_ops(rows: int, cols: int) -> tuple[float, float]:
+    X = np.random.default_rng(7).random((rows, cols))
+    t0 = time.perf_counter()
+    Y = X * 2.0
+    Z = Y + X
+    W = Z / 3.0
+    V = W - 0.5
+    U = np.abs(V)
+    S = U * X
+    R = np.exp(S)
+    Q = R + Y
+    P = np.sqrt(Q)
+    s = float(P.sum())
+    return time.perf_counter() - t0, s
+
+
+def lafuse_ops(rows: int, cols: int) -> tuple[float, float]:
+    """Execution time of the ten operations inside lafuse (rand excluded, as for NumPy)."""
+    from lafuse import config as cfgmod
+    from lafuse.compiler import Compiler
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    with open(SCRIPT) as f:
+        text = f.read()
+    stats = Stats()
+    with cfgmod.using(cfgmod.Config(stats=True)):
+        comp = Compiler(cfgmod.get(), {"rows": rows, "cols": cols}, stats=stats)
+        prog = comp.compile_text(text, SCRIPT)
+        buf = io.StringIO()
+        Interpreter(prog, comp, out=buf, stats=stats).run()
+    ops = sum(t for op, t in stats.op_time.items() if op not in ("rand", "print", "tread"))
+    return ops, float(buf.getvalue().strip())
+
+
+def wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=5000)
+    ap.add_argument("--cols", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=7)
+    a = ap.parse_args()
+    lf_t, np_t, lf_w, np_w = [], [], [], []
+    for _ in range(a.reps):
+        t, s1 = lafuse_ops(a.rows, a.cols)
+        lf_t.append(t)
+        t, s2 = numpy_ops(a.rows, a.cols)
+        np_t.append(t)
+        assert abs(s1 - s2) <= 1e-9 * abs(s2), (s1, s2)
+        lf_w.append(wall([sys.executable, "-m", "lafuse", "run", SCRIPT, "--nvargs", f"rows={a.rows}",
+                          f"cols={a.cols}"]))
+        np_w.append(wall([sys.executable, "-c", NUMPY_SRC, str(a.rows), str(a.cols)]))
+    med = statistics.median
+    print(f"ten dense operations on {a.rows}x{a.cols}, median of {a.reps} interleaved runs")
+    print(f"  operation time: lafuse {med(lf_t) * 1e3:8.1f} ms  numpy {med(np_t) * 1e3:8.1f} ms  "
+          f"ratio {med(lf_t) / med(np_t):.3f}  (min-max lafuse {min(lf_t) * 1e3:.1f}-{max(lf_t) * 1e3:.1f}, "
+          f"numpy {min(np_t) * 1e3:.1f}-{max(np_t) * 1e3:.1f})")
+    print(f"  process wall:   lafuse {med(lf_w) * 1e3:8.1f} ms  numpy {med(np_w) * 1e3:8.1f} ms  "
+          f"ratio {med(lf_w) / med(np_w):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""End-to-end semantics of the compiler and interpreter (blocks, liveness, functions, recompile)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lafuse import config as cfgmod
+from lafuse.compiler import Compiler, run_text
+from lafuse.errors import DMLError, DMLRuntimeError, DMLStop, DMLValidationError
+from lafuse.hops.program import GenericBlock, iter_blocks
+
+
+def run(text: str, **cfg):
+    out, st = run_text(text, "t.dml", cfg=cfgmod.Config(**cfg) if cfg else None)
+    return out.splitlines(), st
+
+
+def test_dead_code_is_not_executed_steplm_trap():
+    # inventory 4.2: a dead A[,0] must not fail; a live one must
+    lines, st = run("A = matrix(1, 3, 3)\nc = 0\nb = A[, c]\nprint(\"ok\")")
+    assert lines == ["ok"] and "b" not in st
+    with pytest.raises(DMLError):  # live: found at compile time since c is a known constant
+        run("A = matrix(1, 3, 3)\nc = 0\nb = A[, c]\nprint(sum(b))")
+    with pytest.raises(DMLRuntimeError):  # live, c only known at run time
+        run("A = matrix(1, 3, 3)\nc = as.integer(sum(A) - 9)\nb = A[, c]\nprint(sum(b))")
+
+
+def test_dead_code_across_blocks_and_loops():
+    text = """
+    x = matrix(1, 2, 2)
+    y = x * 2            # live: read inside the loop
+    z = x * 3            # dead: overwritten before any read
+    i = 0
+    while (i < 3) { i = i + 1; s = sum(y) }
+    z = y + 1
+    print(s + sum(z))
+    """
+    lines, _ = run(text)
+    assert lines == ["20.0"]
+
+
+def test_braceless_else_then_unconditional_statement():
+    # inventory: `if (q==2) k=k+10; k=k+1` over q=1..2 gives 13
+    lines, _ = run("k = 0\nfor (q in 1:2) { if (q == 2) k = k + 10; k = k + 1 }\nprint(k)")
+    assert lines == ["12"]  # 0 +1 (q=1) +10 +1 (q=2): the `k = k + 1` is outside the if
+
+
+def test_ranges_count_down_and_seq_increments():
+    lines, _ = run("s = \"\"\nfor (q in 3:1) s = s + q\nprint(s)\nt = 0\nfor (i in seq(1, 10, 3)) t = t + i\nprint(t)")
+    assert lines == ["321", "22"]
+
+
+def test_function_defaults_named_and_multiple_returns():
+    text = """
+    f = function(Matrix[Double] X, Double s = 2, Integer k = 1) return (Matrix[Double] Y, Double t) {
+      Y = X * s + k
+      t = sum(Y)
+    }
+    [A, a] = f(matrix(1, 2, 2))
+    [B, b] = f(X=matrix(1, 2, 2), k=0)
+    print(a + " " + b)
+    """
+    lines, _ = run(text)
+    assert lines == ["12.0 8.0"]
+
+
+def test_int_argument_widens_to_double_parameter():
+    lines, _ = run("f = function(Double r) return (Double o) { o = r }\nx = f(1)\nprint(x)")
+    assert lines == ["1.0"]
+
+
+def test_recursion():
+    text = """
+    fib = function(Integer n) return (Integer r) {
+      if (n <= 1) { r = n } else { r = fib(n - 1) + fib(n - 2) }
+    }
+    print(fib(10))
+    """
+    lines, _ = run(text)
+    assert lines == ["55"]
+
+
+def test_variables_and_functions_live_in_separate_namespaces():
+    lines, _ = run("sum = sum(matrix(2, 2, 2))\nt = t(matrix(1, 2, 3))\nprint(sum + \" \" + nrow(t))")
+    assert lines == ["8.0 3"]
+
+
+def test_ipa_propagates_sizes_into_functions():
+    text = """
+    g = function(Matrix[Double] M) return (Double s) { s = sum(M %*% t(M)) }
+    x = g(matrix(1, 4, 3))
+    print(x)
+    """
+    comp = Compiler(cfgmod.Config())
+    prog = comp.compile_text(text, "t.dml")
+    fblocks = prog.functions["g"].blocks
+    mm = [h for b in iter_blocks(fblocks) if isinstance(b, GenericBlock) for h in b.dag.hops() if h.op == "%*%"]
+    assert mm and (mm[0].rows, mm[0].cols) == (4, 4)
+    lines, _ = run(text)
+    assert lines == ["48.0"]
+
+
+def test_dynamic_recompilation_learns_sizes():
+    text = """
+    f = function(Matrix[Double] M) return (Matrix[Double] R) { R = t(M) %*% M }
+    A = f(matrix(1, 5, 2))
+    B = f(matrix(1, 3, 4))
+    print(sum(A) + " " + sum(B))
+    """
+    lines, _ = run(text)
+    assert lines == ["20.0 48.0"]
+
+
+def test_undefined_variable_is_a_validation_error():
+    with pytest.raises(DMLValidationError) as ei:
+        run("x = 1\nprint(y)")
+    assert ei.value.span.line == 2 and "'y'" in ei.value.message
+
+
+def test_boolean_arithmetic_is_rejected():
+    with pytest.raises(DMLValidationError):
+        run("x = TRUE + 1")
+
+
+def test_stop_raises_with_message():
+    with pytest.raises(DMLStop) as ei:
+        run('if (TRUE) stop("bad input")')
+    assert ei.value.message == "bad input"
+
+
+def test_parfor_parallel_equals_sequential():
+    text = """
+    R = matrix(0, 6, 4)
+    parfor (i in 1:6) {
+      v = seq(1, 4) * i
+      R[i, ] = t(v)
+    }
+    print(sum(R))
+    print(as.scalar(R[6, 4]))
+    """
+    par, _ = run(text, threads=2)
+    seq_, _ = run(text, parfor_parallel=False)
+    assert par == seq_ == ["210.0", "24.0"]
+
+
+def test_parfor_with_dependency_runs_sequentially():
+    text = """
+    R = matrix(0, 5, 1)
+    parfor (i in 2:5) { R[i, 1] = as.scalar(R[i - 1, 1]) + 1 }
+    print(sum(R))
+    """
+    lines, _ = run(text, threads=2)
+    assert lines == ["10.0"]
+
+
+def test_left_indexing_does_not_alias():
+    lines, _ = run("A = matrix(0, 2, 2)\nB = A\nB[1, 1] = 5\nprint(sum(A) + \" \" + sum(B))")
+    assert lines == ["0.0 5.0"]
+
+
+def test_nan_inf_pi_constants_and_shadowing():
+    lines, _ = run("print(pi)\nprint(1/0)\nprint(NaN)\nprint(-Inf)\npi = 3\nprint(pi)")
+    assert lines == ["3.141592653589793", "Infinity", "NaN", "-Infinity", "3"]
+
+
+def test_cmdline_args_and_ifdef():
+    out, _ = run_text("print($x + ifdef($y, 10) + ifdef($z, 0.5))", "t.dml", nvargs={"x": 1, "z": 2})
+    assert out.splitlines() == ["13"]
+
+
+def test_results_are_numpy():
+    _, st = run("X = matrix(seq(1, 6), 2, 3)\nY = t(X) %*% X\nwhile (FALSE) { print(sum(Y)) }")
+    ref = np.arange(1, 7, dtype=float).reshape(2, 3)
+    assert np.allclose(st["Y"], ref.T @ ref)
