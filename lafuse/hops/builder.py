@@ -265,6 +265,10 @@ class Builder:
                 else:
                     cur = self._read_var(t.name, t.span)
                 value = self._binary("+", cur, value, s.span)
+            if t.list_key is not None and self._read_var(t.name, t.span).dt == MATRIX:
+                # a single index on a matrix selects a row: V[2] means V[2,]
+                t = A.Target(t.name, A.Range(t.list_key, None, span=t.list_key.span), None, indexed=True,
+                             span=t.span)
             if t.list_key is not None:
                 base = self._read_var(t.name, t.span)
                 key = self.expr(t.list_key)
@@ -374,9 +378,11 @@ class Builder:
         if isinstance(e, A.ListIndex):
             base = self._read_var(e.name, e.span)
             key = self.expr(e.key)
+            if base.dt == MATRIX:  # V[i] on a matrix is row i
+                return self._index_hop(A.Index(e.name, A.Range(e.key, e.hi, span=e.key.span), None, span=e.span))
             if base.dt == LIST or base.dt == UNKNOWN:
-                h = Hop("lrix", "rix", [base, key], UNKNOWN, UNKNOWN, e.span)
-                return h
+                ins = [base, key] + ([self.expr(e.hi)] if e.hi is not None else [])
+                return Hop("lrix", "rix", ins, LIST, UNKNOWN, e.span)
             raise DMLValidationError(
                 f"'{e.name}' needs two indices: {e.name}[rows, cols] (single index is for lists)", e.span)
         if isinstance(e, A.Call):

@@ -66,8 +66,11 @@ class Index(Expr):
 
 @dataclass
 class ListIndex(Expr):
+    """``L[i]`` (one element, by position or name) or ``L[i:j]`` (a sub-list)."""
+
     name: str
     key: Expr
+    hi: Expr | None = None
 
 
 @dataclass

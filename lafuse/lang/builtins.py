@@ -53,10 +53,10 @@ def _s(name, params, kind, out, varargs=False, nout=1):
 _X = ["target"]  # canonical name of the single main input
 
 _UNARY_MATH = [
-    "exp", "sqrt", "round", "ceil", "floor", "sin", "cos", "tan", "asin", "acos", "atan",
+    "abs", "exp", "sqrt", "round", "ceil", "floor", "sin", "cos", "tan", "asin", "acos", "atan",
     "sinh", "cosh", "tanh", "sign",
 ]
-_UNARY_SAME = ["abs"]
+_UNARY_SAME: list[str] = []  # SystemDS types abs(-4) as DOUBLE too (prints 4.0)
 _UNARY_BOOL = ["isNaN", "isInf", "isNA"]
 
 _FULL_AGG = ["sum", "mean", "prod", "var", "sd", "trace", "median"]
@@ -149,9 +149,10 @@ _add(_s("assert", ["target"], "builtin", "none"))
 _add(_s("time", [], "builtin", "scalar:int"))
 _add(_s("list", [], "nary", "list", varargs=True))
 _add(_s("read", ["target", ("format", None), ("header", None), ("sep", None), ("rows", None), ("cols", None),
-                 ("data_type", None), ("value_type", None)], "data", "any"))
+                 ("data_type", None), ("value_type", None), ("fill", None), ("default", None),
+                 ("naStrings", None), ("na.strings", None), ("schema", None)], "data", "any"))
 _add(_s("write", ["target", "file", ("format", "text"), ("header", False), ("sep", ","),
-                  ("rows_in_block", None), ("description", "")], "data", "none"))
+                  ("rows_in_block", None), ("description", ""), ("sparse", None)], "data", "none"))
 _add(_s("exists", _X, "unary", "scalar:bool"))
 
 # statement-level builtins that never produce a value

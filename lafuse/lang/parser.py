@@ -85,11 +85,12 @@ def _lark() -> Lark:
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\", '"': '"', "'": "'"}
+# SystemDS 3.4 unescapes these; a doubled backslash stays doubled (verified: print("c\\d") prints c\\d)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "\\": "\\\\", '"': '"', "'": "'"}
 
 
 def unescape(body: str) -> str:
-    """Java-style string escapes, as SystemDS's lexer applies them."""
+    """String escapes as SystemDS applies them (Java-like, but ``\\\\`` is kept as two backslashes)."""
 
     def rep(m: re.Match) -> str:
         s = m.group(0)
@@ -187,7 +188,12 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def multi_assign(self, meta, items):
-        return A.MultiAssign(list(items[:-1]), items[-1], span=self._span(meta))
+        targets = list(items[:-1])
+        span = self._span(meta)
+        if targets and targets[0].span.line > span.line:  # opened by a token that began at the previous newline
+            t = targets[0].span
+            span = Span(span.file, t.line, max(t.col - 1, 1), span.end_line, span.end_col)
+        return A.MultiAssign(targets, items[-1], span=span)
 
     @v_args(meta=True)
     def call_stmt(self, meta, items):
@@ -284,8 +290,8 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def list_index(self, meta, items):
-        name, key = items
-        return A.ListIndex(str(name), key, span=self._span(meta))
+        name, key, *hi = items
+        return A.ListIndex(str(name), key, hi[0] if hi else None, span=self._span(meta))
 
     @v_args(meta=True)
     def index_range(self, meta, items):
@@ -409,12 +415,11 @@ def _syntax_error(e: UnexpectedInput, path: str, text: str) -> DMLSyntaxError:
     """A syntax error at the offending token, naming it and what could have come instead."""
     tok: Token | None = getattr(e, "token", None)
     at_eof = isinstance(e, UnexpectedEOF) or (tok is not None and tok.type == "$END")
+    pos: int = len(text)
     if isinstance(e, UnexpectedCharacters):
-        pos = e.pos_in_stream
+        pos = e.pos_in_stream or 0
     elif tok is not None and not at_eof and tok.start_pos is not None:
         pos = tok.start_pos
-    else:
-        pos = len(text)
     scan = _Scan(text, pos)
 
     def err(msg: str, at: int, width: int = 1) -> DMLSyntaxError:

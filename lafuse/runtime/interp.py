@@ -115,22 +115,17 @@ class Interpreter:
         return regs
 
     def exec_for(self, b: ForBlock, st: dict[str, Any]) -> None:
-        start = _to_num(self.eval_pred(self._dag_plan(b.start), st), "for loop start")
-        stop = _to_num(self.eval_pred(self._dag_plan(b.stop), st), "for loop end")
+        # SystemDS casts the bounds and the increment to INT64 (truncation): seq(0, 1, 0.25) runs
+        # zero times, 0.5:2.5 runs 0, 1, 2 (verified against SystemDS 3.4)
+        start = int(_to_num(self.eval_pred(self._dag_plan(b.start), st), "for loop start"))
+        stop = int(_to_num(self.eval_pred(self._dag_plan(b.stop), st), "for loop end"))
         if b.incr is not None:
-            incr = _to_num(self.eval_pred(self._dag_plan(b.incr), st), "for loop increment")
-            if incr == 0:
-                raise DMLRuntimeError("for loop increment must not be 0", b.span)
-            if (stop - start) * incr < 0:
+            incr = int(_to_num(self.eval_pred(self._dag_plan(b.incr), st), "for loop increment"))
+            if incr == 0 or (stop - start) * incr < 0:
                 return
         else:
             incr = 1 if stop >= start else -1
-        ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (start, stop, incr))
-        if ints:
-            values: Any = range(int(start), int(stop) + (1 if incr > 0 else -1), int(incr))
-        else:
-            n = int(math.floor((stop - start) / incr + 1e-10)) + 1
-            values = [start + i * incr for i in range(max(n, 0))]
+        values: Any = range(start, stop + (1 if incr > 0 else -1), incr)
         if b.parallel and self.cfg.parfor_parallel and self.cfg.threads > 1:
             from lafuse.runtime import parfor
 
@@ -153,9 +148,13 @@ class Interpreter:
                 t0 = time.perf_counter() if stats is not None else 0.0
                 fn = ins.fn
                 if fn is not None:
-                    regs[ins.out] = fn(*args)
+                    v = fn(*args)
                 else:
-                    regs[ins.out] = self.special(ins.opcode, ins.hop, args, st)
+                    v = self.special(ins.opcode, ins.hop, args, st)
+                cast = ins.cast
+                if cast is not None and type(v) is not cast:
+                    v = _cast_scalar(v, cast)
+                regs[ins.out] = v
                 if check:
                     _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
@@ -235,8 +234,7 @@ class Interpreter:
             names = list(hop.params.get("slots") or [])
             return ListValue(list(args), names if any(names) else None)
         if op == "lrix":
-            lst, key = args
-            return self.kernels["lrix"](lst, key)
+            return _list_index(args[0], args[1], args[2] if len(args) > 2 else None)
         if op == "llix":
             lst, key, val = args
             if not isinstance(lst, ListValue):
@@ -290,10 +288,41 @@ class Interpreter:
             for o in fp.outputs:
                 if o.name not in st:
                     raise DMLRuntimeError(f"function '{key}' did not assign its output '{o.name}'", hop.span)
-                outs.append(st[o.name])
+                outs.append(_coerce(st[o.name], o, key))
             return tuple(outs)
         finally:
             self.depth -= 1
+
+
+def _cast_scalar(v: Any, to: type) -> Any:
+    """Scalar results take the value type the compiler inferred (SystemDS types them statically:
+    ifelse(c, 2*x, x/2) is DOUBLE even when the INT branch is taken)."""
+    if to is float and isinstance(v, (int, np.integer, np.floating)) and not isinstance(v, bool):
+        return float(v)
+    if to is int and isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    if to is int and isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _list_index(lst: Any, key: Any, hi: Any = None) -> ListValue:
+    """``L[i]``, ``L["name"]`` and ``L[i:j]`` all return a list, as in SystemDS; as.scalar and
+    as.matrix unwrap a one-element list."""
+    if not isinstance(lst, ListValue):
+        raise DMLRuntimeError(f"list indexing needs a list, got {type(lst).__name__}")
+    n = len(lst.items)
+    if isinstance(key, str):
+        if not lst.names or key not in lst.names:
+            raise DMLRuntimeError(f"list has no element named '{key}'")
+        i = lst.names.index(key)
+        return ListValue([lst.items[i]], [key])
+    lo = int(_to_num(key, "list index"))
+    up = lo if hi is None else int(_to_num(hi, "list index"))
+    if lo < 1 or up > n or lo > up:
+        raise DMLRuntimeError(f"list index [{lo}:{up}] out of bounds for a list of length {n}")
+    names = lst.names[lo - 1:up] if lst.names else None
+    return ListValue(lst.items[lo - 1:up], names)
 
 
 def _check_metadata(hop: Any, v: Any) -> None:

@@ -27,6 +27,7 @@ class Instruction:
     out: int
     fn: Callable[..., Any] | None = None  # kernel, with argument normalization bound in
     free: list[int] = field(default_factory=list)
+    cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
 
     def render(self) -> str:
         ins = " ".join(f"_r{a}" for a in self.args)
@@ -91,7 +92,10 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
             if k is None:
                 raise NotImplementedError(f"no kernel for operation '{op}'")
             fn = bind_args(op, h.params.get("slots"), k)
-        instrs.append(Instruction(op, h, args, r, fn))
+        cast = None
+        if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread"):
+            cast = {"double": float, "int": int}.get(h.vt)
+        instrs.append(Instruction(op, h, args, r, fn, cast=cast))
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for i, ins in enumerate(instrs):

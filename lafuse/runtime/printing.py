@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,13 +36,7 @@ from lafuse.runtime.values import Frame, ListValue, is_matrix
 # jdk.internal.math.FloatingDecimal.BinaryToASCIIBuffer.dtoa (JDK 17)
 # ---------------------------------------------------------------------------------------------
 
-_LONG_5_POW = [5**i for i in range(27)]
-_N_5_BITS = [0, 3, 5, 7, 10, 12, 14, 17, 19, 21, 24, 26, 28, 31, 33, 35, 38, 40, 42, 45, 47, 49, 52,
-             54, 56, 59, 61]
-_INSIGNIFICANT_DIGITS_FOR_POW2 = [
-    0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 8, 8, 8, 9, 9, 9,
-    9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 17,
-    17, 17, 18, 18, 18, 19]
+_N_5_BITS = [0] + [(5**i).bit_length() for i in range(1, 27)]  # FloatingDecimal.N_5_BITS
 _EXP_SHIFT = 52
 _FRACT_HOB = 1 << 52
 _SIGNIF_MASK = (1 << 52) - 1
@@ -54,18 +49,16 @@ def _wrap(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
+@dataclass(slots=True)
 class _Digits:
-    """Result of dtoa: decimal digits, the exponent with value = 0.d1d2... * 10^dec_exp, and the
-    two flags DigitList needs to avoid double rounding."""
+    """dtoa result: value = 0.d1d2... * 10^dec_exp, plus the flags DigitList uses against double
+    rounding (``exact`` is None while not yet computed)."""
 
-    __slots__ = ("negative", "digits", "dec_exp", "rounded_up", "exact")
-
-    def __init__(self, negative: bool, digits: list[int], dec_exp: int, rounded_up: bool, exact: bool):
-        self.negative = negative
-        self.digits = digits
-        self.dec_exp = dec_exp
-        self.rounded_up = rounded_up
-        self.exact = exact
+    negative: bool
+    digits: list[int]
+    dec_exp: int
+    rounded_up: bool
+    exact: bool | None
 
 
 def _estimate_dec_exp(fract_bits: int, bin_exp: int) -> int:
@@ -111,11 +104,8 @@ def _dtoa(x: float, compatible: bool = True) -> _Digits:
     n_tiny_bits = max(0, n_fract_bits - bin_exp - 1)
     if -21 <= bin_exp <= 62 and n_tiny_bits < 27 and n_fract_bits + _N_5_BITS[n_tiny_bits] < 64 \
             and n_tiny_bits == 0:
-        insignificant = 0
-        if bin_exp > n_significant:
-            p2 = bin_exp - n_significant - 1
-            if 1 < p2 < len(_INSIGNIFICANT_DIGITS_FOR_POW2):
-                insignificant = _INSIGNIFICANT_DIGITS_FOR_POW2[p2]
+        p2 = bin_exp - n_significant - 1  # insignificantDigitsForPow2: decimal digits of 2^p2, less one
+        insignificant = len(str(1 << p2)) - 1 if bin_exp > n_significant and 1 < p2 < 64 else 0
         if bin_exp >= _EXP_SHIFT:
             fract_bits <<= bin_exp - _EXP_SHIFT
         else:
@@ -146,59 +136,41 @@ def _dtoa(x: float, compatible: bool = True) -> _Digits:
     b_bits = n_fract_bits + b2 + (_N_5_BITS[b5] if b5 < len(_N_5_BITS) else b5 * 3)
     ten_s_bits = s2 + 1 + (_N_5_BITS[s5 + 1] if s5 + 1 < len(_N_5_BITS) else (s5 + 1) * 3)
     force_more = not compatible or dec_exp < -3 or dec_exp >= 8
-    if b_bits < 64 and ten_s_bits < 64:
-        w = 32 if (b_bits < 32 and ten_s_bits < 32) else 64
-        b = _wrap(_wrap(fract_bits, w) * 5**b5 << b2, w)
-        s = _wrap(5**s5 << s2, w)
-        m = _wrap(5**m5 << m2, w)
-        tens = _wrap(s * 10, w)
+    # Java picks int, long or FDBigInteger arithmetic by size; the int/long paths may overflow
+    # (and test ``b + m > tens`` strictly), the big-integer path tests ``>=``. Reproduce both.
+    w = 0 if b_bits >= 64 or ten_s_bits >= 64 else (32 if b_bits < 32 and ten_s_bits < 32 else 64)
+
+    def wrap(v: int) -> int:
+        return _wrap(v, w) if w else v
+
+    b = wrap(wrap(fract_bits) * 5**b5 << b2)
+    s = wrap(5**s5 << s2)
+    m = wrap(5**m5 << m2)
+    tens = wrap(s * 10)
+    first = True
+    while True:
         q = b // s
-        b = _wrap(10 * (b % s), w)
-        m = _wrap(m * 10, w)
-        low = b < m
-        high = _wrap(b + m, w) > tens
-        if q == 0 and not high:
-            dec_exp -= 1
-        else:
-            digits.append(q)
-        if force_more:
-            low = high = False
-        while not low and not high:
-            q = b // s
-            b = _wrap(10 * (b % s), w)
-            m = _wrap(m * 10, w)
-            if m > 0:
-                low = b < m
-                high = _wrap(b + m, w) > tens
+        b = wrap(10 * (b % s))
+        m = wrap(m * 10)
+        if m > 0 or first:
+            low = b < m
+            high = (wrap(b + m) > tens) if w else (b + m >= tens)
+        else:  # the long arithmetic overflowed: Java stops here
+            low = high = True
+        if first:
+            first = False
+            if q == 0 and not high:
+                dec_exp -= 1
             else:
-                low = high = True
-            digits.append(q)
-        low_diff = _wrap(_wrap(b << 1, w) - tens, w)
-        exact = b == 0
-    else:
-        big_s = 5**s5 << s2
-        big_b = fract_bits * 5**b5 << b2
-        big_m = 5 ** (m5 + 1) << (m2 + 1)
-        ten_s = 5 ** (s5 + 1) << (s2 + 1)
-        q, big_b = divmod(big_b, big_s)
-        big_b *= 10
-        low = big_b < big_m
-        high = big_b + big_m >= ten_s
-        if q == 0 and not high:
-            dec_exp -= 1
+                digits.append(q)
+            if force_more:
+                low = high = False
         else:
             digits.append(q)
-        if force_more:
-            low = high = False
-        while not low and not high:
-            q, big_b = divmod(big_b, big_s)
-            big_b *= 10
-            big_m *= 10
-            low = big_b < big_m
-            high = big_b + big_m >= ten_s
-            digits.append(q)
-        low_diff = ((big_b << 1) > ten_s) - ((big_b << 1) < ten_s) if (high and low) else 0
-        exact = big_b == 0
+        if low or high:
+            break
+    low_diff = wrap(wrap(b << 1) - tens)
+    exact = b == 0
 
     res = _Digits(negative, digits, dec_exp + 1, False, exact)
     if high:
@@ -227,9 +199,46 @@ def _roundup(r: _Digits) -> None:
     r.rounded_up = True
 
 
+def _fast_range(ax: float) -> bool:
+    """Where Python's shortest repr equals Java's plain-notation Double.toString.
+
+    Checked against the ported dtoa on ~3 million doubles in [1e-3, 1e7) (random bits, rounded
+    decimals, powers of two and their neighbours) without a difference; outside this range Java
+    switches to E-notation and its forced second digit makes non-shortest output possible.
+    """
+    return 1e-3 <= ax < 1e7
+
+
+def _compat_digits(ax: float) -> _Digits:
+    """dtoa(ax, compatible=True) for ax > 0, via repr in the fast range (flags filled lazily)."""
+    if _fast_range(ax):
+        ip, _, fp = repr(ax).partition(".")
+        raw = ip + fp
+        stripped = raw.lstrip("0")
+        digits = [ord(c) - 48 for c in stripped]
+        r = _Digits(False, digits, len(ip) - (len(raw) - len(stripped)) if ip != "0" else
+                    -(len(fp) - len(fp.lstrip("0"))), False, False)
+        r.exact = None
+        return r
+    return _dtoa(ax)
+
+
+def _flags(r: _Digits, ax: float) -> tuple[bool, bool]:
+    """(rounded_up, exact) of dtoa; for repr digits, compare them with the exact binary value."""
+    if r.exact is not None:
+        return r.rounded_up, r.exact
+    from decimal import Decimal
+
+    exact_val = Decimal(ax)
+    shown = Decimal("0." + "".join(map(str, r.digits))).scaleb(r.dec_exp)
+    return shown > exact_val, shown == exact_val
+
+
 def java_double_str(x: float) -> str:
     """Java 17 ``Double.toString``; the pre-JDK-19 digits, so occasionally not the shortest."""
     x = float(x)
+    if x == 0.0 or _fast_range(abs(x)):
+        return repr(x)
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
@@ -255,10 +264,8 @@ def java_double_str(x: float) -> str:
 
 def _digitlist_fixed(x: float, max_frac: int) -> tuple[list[int], int]:
     """DigitList.set(neg, x, max_frac, fixedPoint=true): rounded digits and decimalAt."""
-    r = _dtoa(x)
+    r = _compat_digits(x)
     d = list(r.digits)
-    while len(d) > 1 and d[-1] == 0:
-        d.pop()
     if d == [0]:
         return [], 0
     at = r.dec_exp
@@ -270,16 +277,19 @@ def _digitlist_fixed(x: float, max_frac: int) -> tuple[list[int], int]:
             return True
         if d[pos] == 5:
             if pos == len(d) - 1:
-                if r.exact:
+                rounded_up, exact = _flags(r, x)
+                if exact:
                     return pos > 0 and d[pos - 1] % 2 == 1
-                return not r.rounded_up
+                return not rounded_up
             return any(d[pos + 1:])
         return False
 
     if -at > max_frac:
         return [], 0
-    if -at == max_frac:
+    if -at == max_frac:  # JDK 17 decides this before trailing zeros are dropped ("5.0E-4" -> 0.000)
         return ([1], at + 1) if round_up_needed(0) else ([], 0)
+    while len(d) > 1 and d[-1] == 0:
+        d.pop()
     keep = max_frac + at
     if 0 <= keep < len(d):
         if round_up_needed(keep):
@@ -345,6 +355,7 @@ def dml_str(v: Any) -> str:
 def to_string(v: Any, rows: int = 100, cols: int = 100, decimal: int = 3, sparse: bool = False,
               sep: str = " ", linesep: str = "\n") -> str:
     """DML ``toString``: every row (and every sparse cell line) ends with ``linesep``."""
+    rows, cols, decimal, sparse = int(rows), int(cols), int(decimal), bool(sparse)
     if is_matrix(v):
         return _matrix_to_string(v, rows, cols, decimal, sparse, sep, linesep)
     if isinstance(v, Frame):
@@ -429,7 +440,7 @@ def _frame_to_string(f: Frame, rows: int, cols: int, decimal: int, sep: str, lin
 
 
 def _list_to_string(lst: ListValue, rows: int, cols: int, decimal: int, sparse: bool, sep: str,
-                    linesep: str, print_rows: int | None = None, print_cols: int | None = None) -> str:
+                    linesep: str) -> str:
     # SystemDS passes (cols, rows) to nested lists, so the matrices inside a nested list are cut
     # to rows=cols and cols=rows; reproduced because it is observable output.
     out = ["List containing:\n["]
@@ -453,7 +464,7 @@ def _list_to_string(lst: ListValue, rows: int, cols: int, decimal: int, sparse: 
 
 _SPEC = re.compile(r"%(\d+\$)?([-#+ 0,(<]*)?(\d+)?(\.\d+)?([tT])?([a-zA-Z%])")
 _VALID_CONV = set("bBhHsScCdoxXeEfgGaA%n")
-_FLAG_ORDER = "-#+ 0,(<"
+_FLAG_ORDER = "-^#+ 0,(<"  # java.util.Formatter.Flags.toString order; '^' marks upper case
 
 
 class _JavaFormatError(Exception):
@@ -484,22 +495,6 @@ def _java_to_string(v: Any) -> str:
     return str(int(v)) if isinstance(v, (int, np.integer)) else str(v)
 
 
-def _java_hash(v: Any) -> int:
-    if isinstance(v, (bool, np.bool_)):
-        return 1231 if v else 1237
-    if isinstance(v, (int, np.integer)):
-        u = int(v) & 0xFFFFFFFFFFFFFFFF
-        return (u ^ (u >> 32)) & 0xFFFFFFFF
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        u = 0x7FF8000000000000 if math.isnan(f) else struct.unpack("<Q", struct.pack("<d", f))[0]
-        return (u ^ (u >> 32)) & 0xFFFFFFFF
-    h = 0
-    for unit in struct.unpack(f"<{len(str(v).encode('utf-16-le')) // 2}H", str(v).encode("utf-16-le")):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h
-
-
 class _Spec:
     def __init__(self, index: int, flags: str, width: int, precision: int, conv: str, text: str):
         self.index, self.flags, self.width, self.precision = index, flags, width, precision
@@ -510,8 +505,12 @@ class _Spec:
     def has(self, flag: str) -> bool:
         return flag in self.flags
 
+    def flag_str(self, with_upper: bool = True) -> str:
+        fl = self.flags + ("^" if with_upper and self.upper else "")
+        return "".join(c for c in _FLAG_ORDER if c in fl)
+
     def spec_str(self) -> str:
-        s = "%" + "".join(c for c in _FLAG_ORDER if c in self.flags)
+        s = "%" + self.flag_str(with_upper=False)
         if self.index > 0:
             s += f"{self.index}$"
         if self.width != -1:
@@ -525,55 +524,48 @@ class _Spec:
                                 f"Conversion = {self.conv}, Flags = {flag}")
 
     def check(self) -> None:
-        c = self.conv
+        """Formatter's parse-time checks, in Java's order (which decides the exception raised)."""
+        c, err = self.conv, _JavaFormatError
+
+        def bad(flags: str) -> None:
+            for fl in flags:
+                if self.has(fl):
+                    raise self.mismatch(fl)
+
+        def need_width(flags: str) -> None:
+            if self.width == -1 and any(self.has(fl) for fl in flags):
+                raise err("MissingFormatWidthException", self.spec_str())
+
+        def no_precision() -> None:
+            if self.precision != -1:
+                raise err("IllegalFormatPrecisionException", str(self.precision))
+
+        illegal = err("IllegalFormatFlagsException", f"Flags = '{self.flag_str()}'")
         if c in "bhs":
-            if c in "bh" and self.has("#"):
-                raise self.mismatch("#")
-            if self.width == -1 and self.has("-"):
-                raise _JavaFormatError("MissingFormatWidthException", self.spec_str())
-            for fl in "+ 0,(":
-                if self.has(fl):
-                    raise self.mismatch(fl)
+            bad("" if c == "s" else "#")
+            need_width("-")
+            bad("+ 0,(")
         elif c == "c":
-            if self.precision != -1:
-                raise _JavaFormatError("IllegalFormatPrecisionException", str(self.precision))
-            for fl in "#+ 0,(":
-                if self.has(fl):
-                    raise self.mismatch(fl)
-            if self.width == -1 and self.has("-"):
-                raise _JavaFormatError("MissingFormatWidthException", self.spec_str())
+            no_precision()
+            bad("#+ 0,(")
+            need_width("-")
         elif c in "doxefga":
-            if self.width == -1 and (self.has("-") or self.has("0")):
-                raise _JavaFormatError("MissingFormatWidthException", self.spec_str())
+            need_width("-0")
             if (self.has("+") and self.has(" ")) or (self.has("-") and self.has("0")):
-                raise _JavaFormatError("IllegalFormatFlagsException", f"Flags = '{self.flags}'")
+                raise illegal
             if c in "dox":
-                if self.precision != -1:
-                    raise _JavaFormatError("IllegalFormatPrecisionException", str(self.precision))
-                bad = "#" if c == "d" else ","
-                if self.has(bad):
-                    raise self.mismatch(bad)
-            elif c == "a":
-                for fl in "(,":
-                    if self.has(fl):
-                        raise self.mismatch(fl)
-            elif c == "e" and self.has(","):
-                raise self.mismatch(",")
-            elif c == "g" and self.has("#"):
-                raise self.mismatch("#")
-        elif c in "%n":
-            if self.precision != -1:
-                raise _JavaFormatError("IllegalFormatPrecisionException", str(self.precision))
+                no_precision()
+            bad({"d": "#", "o": ",", "x": ",", "a": "(,", "e": ",", "g": "#"}.get(c, ""))
+        else:
+            no_precision()
             if c == "%":
                 if self.flags not in ("", "-"):
-                    raise _JavaFormatError("IllegalFormatFlagsException", f"Flags = '{self.flags}'")
-                if self.width == -1 and self.has("-"):
-                    raise _JavaFormatError("MissingFormatWidthException", self.spec_str())
-            else:
-                if self.width != -1:
-                    raise _JavaFormatError("IllegalFormatWidthException", str(self.width))
-                if self.flags:
-                    raise _JavaFormatError("IllegalFormatFlagsException", f"Flags = '{self.flags}'")
+                    raise illegal
+                need_width("-")
+            elif self.width != -1:
+                raise err("IllegalFormatWidthException", str(self.width))
+            elif self.flags:
+                raise illegal
 
     def justify(self, s: str) -> str:
         if self.width == -1 or len(s) >= self.width:
@@ -591,7 +583,7 @@ class _Spec:
         dot = value.find(".")
         ip, rest = (value, "") if dot < 0 else (value[:dot], value[dot:])
         if self.has(","):
-            groups = []
+            groups: list[str] = []
             while len(ip) > 3:
                 groups.insert(0, ip[-3:])
                 ip = ip[:-3]
@@ -619,19 +611,17 @@ class _Spec:
             if self.has("#"):
                 raise self.mismatch("#")
             return self.text_out(_java_to_string(arg))
-        if c == "h":
-            return self.text_out("null" if arg is None else format(_java_hash(arg), "x"))
         if c == "c":
             raise _JavaFormatError("IllegalFormatConversionException", f"c != {_java_class(arg)}")
         if c in "dox":
             if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, np.integer)):
                 raise _JavaFormatError("IllegalFormatConversionException", f"{c} != {_java_class(arg)}")
             return self.justify(self._integer(int(arg)))
-        if c in "efga":
+        if c in "ah":
+            raise _JavaFormatError("UnsupportedFormat", f"conversion '%{self.conv}' is not supported by lafuse")
+        if c in "efg":
             if not isinstance(arg, (float, np.floating)):
                 raise _JavaFormatError("IllegalFormatConversionException", f"{c} != {_java_class(arg)}")
-            if c == "a":
-                raise _JavaFormatError("UnsupportedFormat", "%a (hexadecimal floating point) is not supported")
             return self.justify(self._float(float(arg)))
         raise _JavaFormatError("UnknownFormatConversionException", f"Conversion = '{self.conv}'")
 
@@ -665,31 +655,27 @@ class _Spec:
         e_char = "E" if self.upper else "e"
         if c == "e":
             prec = 6 if prec == -1 else prec
-            mant, exp = _ffd_scientific(v, prec)
+            mant, e_exp, _ = _ffd(v, prec, "e")
             mant = _add_zeros(mant, prec)
             if self.has("#") and prec == 0:
                 mant += "."
-            if v == 0.0:
-                exp = "+00"
+            exp = "+00" if v == 0.0 or e_exp is None else e_exp
             w = self.adjust(self.width - len(exp) - 1, neg) if self.width != -1 else -1
             return self.magnitude(lead, mant, w) + e_char + exp + trail
         if c == "f":
             prec = 6 if prec == -1 else prec
-            mant = _add_zeros(_ffd_decimal(v, prec), prec)
+            mant = _add_zeros(_ffd(v, prec, "f")[0], prec)
             if self.has("#") and prec == 0:
                 mant += "."
             return self.magnitude(lead, mant, self.adjust(self.width, neg)) + trail
         # general
         prec = 6 if prec == -1 else (1 if prec == 0 else prec)
-        if v == 0.0:
-            mant, exp, exp_rounded = "0", None, 0
-        else:
-            mant, exp, exp_rounded = _ffd_general(v, prec)
-        prec = prec - 1 if exp is not None else prec - (exp_rounded + 1)
-        mant = _add_zeros(mant, prec)
-        if exp is not None:
-            w = self.adjust(self.width - len(exp) - 1, neg) if self.width != -1 else -1
-            return self.magnitude(lead, mant, w) + e_char + exp + trail
+        g_mant, g_exp, exp_rounded = ("0", None, 0) if v == 0.0 else _ffd(v, prec, "g")
+        prec = prec - 1 if g_exp is not None else prec - (exp_rounded + 1)
+        mant = _add_zeros(g_mant, prec)
+        if g_exp is not None:
+            w = self.adjust(self.width - len(g_exp) - 1, neg) if self.width != -1 else -1
+            return self.magnitude(lead, mant, w) + e_char + g_exp + trail
         return self.magnitude(lead, mant, self.adjust(self.width, neg)) + trail
 
 
@@ -744,26 +730,16 @@ def _fill_scientific(prec: int, d: list[int], exp: int) -> tuple[str, str]:
     return mant, sign + (f"{e:02d}")
 
 
-def _ffd_decimal(v: float, prec: int) -> str:
+def _ffd(v: float, prec: int, form: str) -> tuple[str, str | None, int]:
+    """FormattedFloatingDecimal: (mantissa, exponent or None, rounded exponent) for %f, %e or %g."""
     r = _dtoa(v, compatible=False)
     d = list(r.digits)
-    exp = _apply_precision(r.dec_exp, d, r.dec_exp + prec)
-    return _fill_decimal(prec, d, exp)
-
-
-def _ffd_scientific(v: float, prec: int) -> tuple[str, str]:
-    r = _dtoa(v, compatible=False)
-    d = list(r.digits)
-    exp = _apply_precision(r.dec_exp, d, prec + 1)
-    return _fill_scientific(prec, d, exp)
-
-
-def _ffd_general(v: float, prec: int) -> tuple[str, str | None, int]:
-    r = _dtoa(v, compatible=False)
-    d = list(r.digits)
-    exp = _apply_precision(r.dec_exp, d, prec)
-    if exp - 1 < -4 or exp - 1 >= prec:
-        mant, e = _fill_scientific(prec - 1, d, exp)
+    if form == "f":
+        exp = _apply_precision(r.dec_exp, d, r.dec_exp + prec)
+        return _fill_decimal(prec, d, exp), None, exp - 1
+    exp = _apply_precision(r.dec_exp, d, prec + 1 if form == "e" else prec)
+    if form == "e" or exp - 1 < -4 or exp - 1 >= prec:
+        mant, e = _fill_scientific(prec if form == "e" else prec - 1, d, exp)
         return mant, e, exp - 1
     return _fill_decimal(prec - exp, d, exp), None, exp - 1
 
@@ -816,7 +792,7 @@ def _parse_format(fmt: str) -> list[str | _Spec]:
             raise _JavaFormatError("UnsupportedFormat", f"date/time conversion '{m.group(0)}' is not supported")
         if conv not in _VALID_CONV:
             raise _JavaFormatError("UnknownFormatConversionException", f"Conversion = '{conv}'")
-        spec = _Spec(index, flags.replace("<", ""), int(width_s) if width_s else -1,
+        spec = _Spec(index, flags, int(width_s) if width_s else -1,
                      int(prec_s[1:]) if prec_s else -1, conv, m.group(0))
         if spec.conv in "%n":
             spec.index = -2
@@ -831,7 +807,14 @@ def java_format(fmt: str, args: list[Any]) -> str:
 
     SystemDS hands ``print("fmt", a, b)`` straight to String.format, so a type mismatch such as
     ``%d`` with a DOUBLE is a runtime error there (IllegalFormatConversionException) and here.
+    Supported: flags ``-#+ 0,(<``, width, precision, ``n$`` indices and the conversions
+    ``b s d o x e f g % n`` (and their upper-case forms); ``%a``, ``%h`` and ``%t`` raise instead,
+    since no DML script has a use for them. ``%c`` fails as in SystemDS (a Long is no char).
     """
+    for a in args:
+        if not (a is None or isinstance(a, (bool, int, float, str, np.generic))):
+            raise DMLRuntimeError(f"print format \"{fmt}\": only scalars can be formatted, not "
+                                  f"{'a matrix' if is_matrix(a) else type(a).__name__}; use toString() first")
     try:
         out: list[str] = []
         last = -1

@@ -1,0 +1,183 @@
+"""Error reporting end to end: every script in tests/malformed/ has exactly one mistake, and
+``lafuse run`` must report it as ``file:line:col: kind: message``, then the source line and a
+caret under the column, exit with status 1, and print no Python traceback (unless --debug).
+
+Each script's first line states what is expected::
+
+    # expect: LINE:COL: KIND: MESSAGE-FRAGMENT
+
+KIND is ``syntax error``, ``validation error``, ``runtime error`` or ``stop``. Any following
+``# stdout: TEXT`` lines are the lines the script prints before the error, in order; without them
+the script must print nothing (every error before run time stops the program before it starts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lafuse.errors import DMLError, DMLSyntaxError
+from lafuse.lang.parser import parse
+
+MALFORMED = Path(__file__).parent / "malformed"
+SCRIPTS = sorted(MALFORMED.glob("[0-9][0-9]_*.dml"))
+KINDS = ("syntax error", "validation error", "runtime error", "stop")
+_EXPECT = re.compile(r"# expect: (\d+):(\d+): (" + "|".join(KINDS) + r"): (.+)")
+
+
+@dataclass(frozen=True)
+class Expect:
+    line: int
+    col: int
+    kind: str
+    fragment: str
+    stdout: tuple[str, ...]
+
+
+def expectation(path: Path) -> Expect:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    m = _EXPECT.fullmatch(lines[0].rstrip())
+    assert m, f"{path.name}: first line must be '# expect: LINE:COL: KIND: MESSAGE', got {lines[0]!r}"
+    out = []
+    for ln in lines[1:]:
+        if not ln.startswith("# stdout: "):
+            break
+        out.append(ln[len("# stdout: "):])
+    return Expect(int(m[1]), int(m[2]), m[3], m[4], tuple(out))
+
+
+def run(name: str, *extra: str) -> subprocess.CompletedProcess:
+    """``python -m lafuse run NAME`` inside tests/malformed (so the reported path is NAME)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    return subprocess.run([sys.executable, "-m", "lafuse", "run", name, *extra], cwd=MALFORMED, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, subprocess.CompletedProcess]:
+    """All scripts, run once and concurrently (each run is a fresh interpreter)."""
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        return dict(zip((p.name for p in SCRIPTS), pool.map(lambda p: run(p.name), SCRIPTS)))
+
+
+def test_corpus_covers_every_kind_of_error():
+    kinds = [expectation(p).kind for p in SCRIPTS]
+    assert len(SCRIPTS) >= 40
+    assert kinds.count("syntax error") >= 15
+    assert kinds.count("validation error") >= 15
+    assert kinds.count("runtime error") + kinds.count("stop") >= 4
+    assert "stop" in kinds
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_malformed_script_reports_one_located_error(path: Path, results):
+    exp = expectation(path)
+    r = results[path.name]
+    report = f"\n--- stdout:\n{r.stdout}--- stderr:\n{r.stderr}"
+    assert r.returncode == 1, report
+    assert "Traceback" not in r.stderr, report
+    assert r.stdout.splitlines() == list(exp.stdout), report
+    err = r.stderr.splitlines()
+    assert err, report
+    where = f"{path.name}:{exp.line}:{exp.col}: "
+    if exp.kind == "stop":
+        # as in SystemDS: the script's own message, on stderr (here also with its location)
+        assert re.fullmatch(re.escape(where) + r"(stop: )?" + r".*" + re.escape(exp.fragment) + r".*", err[0]), report
+        return
+    head = where + exp.kind + ": "
+    assert err[0].startswith(head), f"expected the first line to start with {head!r}" + report
+    message = err[0][len(head):]
+    assert exp.fragment in message, f"expected {exp.fragment!r} in the message" + report
+    assert "\n" not in message and message.strip() == message and message, report
+    # the source line, then a caret (and tildes for the token's width) under the column
+    src = path.read_text(encoding="utf-8").splitlines()[exp.line - 1].expandtabs(1)
+    assert len(err) == 3, report
+    assert err[1] == "    " + src, report
+    assert re.fullmatch(" " * (4 + exp.col - 1) + r"\^~*", err[2]), report
+    assert len(err[2]) - 4 <= len(src) + 1, report
+
+
+def test_debug_shows_a_traceback():
+    r = run("30_undefined_variable.dml", "--debug")
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stderr
+    assert "DMLValidationError" in r.stderr
+    assert "30_undefined_variable.dml:3:9: validation error: undefined variable 'y'" in r.stderr
+
+
+def test_debug_shows_a_traceback_for_runtime_errors():
+    r = run("70_runtime_index_out_of_bounds.dml", "--debug")
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stderr
+    assert "70_runtime_index_out_of_bounds.dml:7:17: runtime error:" in r.stderr
+
+
+def test_without_debug_there_is_no_traceback_even_for_runtime_errors(results):
+    for name, r in results.items():
+        assert "Traceback" not in r.stderr, name
+        assert 'File "' not in r.stderr, name
+
+
+# ---------------------------------------------------------------- syntax errors, in process
+
+_INTERNAL = re.compile(r"__ANON|\$END|\b(RPAR|LPAR|RSQB|LSQB|RBRACE|LBRACE|NAME|CMD_NAMED|CMD_POS|ADDOP|MULOP|"
+                       r"CMPOP|OROP|ANDOP|MMOP|MODOP|POWOP|_SEMI|COMMA|COLON|EQUAL|INT|FLOAT|STRING)\b")
+
+
+@pytest.mark.parametrize("text,line,col,message", [
+    ("x = (1 + 2\n", 1, 11, "unexpected end of file, expected ')' to close '(' at 1:5"),
+    ("x = f(1,)\n", 1, 9, "unexpected ')', expected an expression"),
+    ("x = y[1,2\n", 1, 10, "expected ']' to close '[' at 1:6"),
+    ("if (x) {\n  y = 1\n", 2, 8, "expected '}' to close '{' at 1:8"),
+    ("x = 1\n}\n", 2, 1, "unexpected '}' without a matching '{'"),
+    ("print(\"a\" \"b\")\n", 1, 11, "unexpected string \"b\", expected ')', ',' or an operator"),
+    ("for (i in 1:3 {}\n", 1, 15, "unexpected '{', expected ')', ',' or an operator"),
+    ("x = a b\n", 1, 8, "unexpected end of file, expected '=', '<-', '+=', '(' or '['"),
+    ("in = 3\n", 1, 1, "'in' is a reserved word"),
+    ("TRUE = 3\n", 1, 1, "'TRUE' is a reserved word"),
+    ("x = 1 /* open\n", 1, 7, "unterminated block comment"),
+    ("s = \"a /* b\" + 'c'\ny = ]\n", 2, 5, "unexpected ']' without a matching '['"),
+    ("# it's fine\nx = (1 + \"(\"\n", 2, 13, "expected ')' to close '(' at 2:5"),
+])
+def test_syntax_error_messages(text, line, col, message):
+    with pytest.raises(DMLSyntaxError) as ei:
+        parse(text, "t.dml")
+    e = ei.value
+    assert (e.span.line, e.span.col) == (line, col), e.render({"t.dml": text})
+    assert message in e.message, e.message
+
+
+def _mutants(text: str):
+    """Broken variants of a valid script: truncated, one character deleted, one bracket doubled."""
+    step = max(1, len(text) // 40)
+    for i in range(0, len(text), step):
+        yield text[:i]
+        yield text[:i] + text[i + 1:]
+        if text[i] in "()[]{}":
+            yield text[:i] + text[i] + text[i:]
+
+
+def test_syntax_errors_never_crash_or_leak_parser_internals():
+    corpus = sorted((Path(__file__).parent / "conformance" / "scripts").glob("*.dml"))[:8]
+    assert corpus
+    n = 0
+    for path in corpus:
+        for text in _mutants(path.read_text(encoding="utf-8")):
+            try:
+                parse(text, "m.dml")
+            except DMLError as e:
+                n += 1
+                assert not _INTERNAL.search(e.message), (e.message, text)
+                lines = text.splitlines() or [""]
+                assert e.span is not None and 1 <= e.span.line <= max(1, len(lines)), (e.message, text)
+                assert 1 <= e.span.col <= len(lines[e.span.line - 1]) + 1, (e.message, text)
+                rendered = e.render({"m.dml": text})
+                assert rendered.startswith(f"m.dml:{e.span.line}:{e.span.col}: ")
+    assert n > 50
