@@ -591,6 +591,12 @@ class Builder:
         if spec.name == "list":
             return [a.name or "" for a in call.args], [a.value for a in call.args]
         pnames = spec.param_names
+        # positional forms whose meaning depends on the count (SystemDS): table(A, B, rows, cols)
+        # and quantile(X, W, p)
+        if spec.name == "table" and len(pos) == 4 and not named:
+            pnames = ("target", "target2", "rows", "cols")
+        elif spec.name == "quantile" and len(pos) == 3 and not named:
+            pnames = ("target", "weights", "p")
         if len(pos) > len(pnames):
             raise DMLValidationError(
                 f"'{spec.name}' takes at most {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
@@ -710,6 +716,8 @@ class Builder:
                 return SCALAR, ins[0].vt
             if has_m:
                 return MATRIX, DOUBLE
+            if len(ins) > 2:  # SystemDS: max(3, 2, 7) is the DOUBLE 7.0
+                return SCALAR, DOUBLE
             vts = {i.vt for i in ins}
             return SCALAR, INT if vts == {INT} else (UNKNOWN if UNKNOWN in vts else DOUBLE)
         if out == "list":

@@ -115,8 +115,10 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
                 mx = scalar_value(_arg(h, "max"), known) if _arg(h, "max") else 1.0
                 if sp == 0 or (mn == 0 and mx == 0):
                     z = 0
-                elif sp >= 1.0 and isinstance(mn, (int, float)) and mn > 0:
-                    z = r * c
+                else:
+                    pdf = scalar_value(_arg(h, "pdf"), known) if _arg(h, "pdf") else "uniform"
+                    if sp >= 1.0 and isinstance(mn, (int, float)) and mn > 0 and str(pdf).lower() == "uniform":
+                        z = r * c
         elif op == "seq":
             f, t = _arg(h, "from"), _arg(h, "to")
             inc = _arg(h, "incr")

@@ -79,8 +79,8 @@ for _n in _UNARY_MATH:
     _add(_s(_n, _X, "unary", "same_double"))
 for _n in _UNARY_SAME:
     _add(_s(_n, _X, "unary", "same"))
-for _n in _UNARY_BOOL:
-    _add(_s(_n, _X, "unary", "same_bool"))
+for _n in _UNARY_BOOL:  # SystemDS: isNaN(2) is the DOUBLE 0.0
+    _add(_s(_n, _X, "unary", "same_double"))
 _add(_s("log", ["target", ("base", None)], "unary", "same_double"))
 for _n in _FULL_AGG:
     _add(_s(_n, _X, "agg_unary", "scalar:double"))

@@ -1,15 +1,21 @@
-"""HOP rewrites. Placeholder entry points until the rule set lands: rewrite_dag and rewrite_blocks."""
+"""HOP rewrites: static and dynamic algebraic rewrites, constant folding, CSE, matrix-multiply chain
+optimization and block-level dead-code removal, one pure function per rule.
+
+Entry points (called by ``lafuse.compiler``):
+
+* ``rewrite_blocks(blocks, cfg) -> list[Block]`` once per program/function: constant predicates,
+  empty blocks.
+* ``rewrite_dag(dag, cfg, dynamic=False, known=None) -> None`` per DAG, at compile time and again at
+  dynamic recompilation with the actual sizes; mutates ``dag.roots`` and the HOPs in place.
+
+The rules are listed, in application order, in ``lafuse.rewrite.rules.RULES``; their names are what
+``Config.disabled_rules`` takes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from lafuse.rewrite.core import Ctx, Rule
+from lafuse.rewrite.driver import rewrite_blocks, rewrite_dag
+from lafuse.rewrite.rules import RULES, RULES_BY_NAME
 
-from lafuse.hops.program import Block, Dag
-
-
-def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
-    return None
-
-
-def rewrite_blocks(blocks: list[Block], cfg: Any) -> list[Block]:
-    return blocks
+__all__ = ["RULES", "RULES_BY_NAME", "Ctx", "Rule", "rewrite_blocks", "rewrite_dag"]

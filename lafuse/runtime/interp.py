@@ -147,7 +147,9 @@ class Interpreter:
                 args = [regs[a] for a in ins.args]
                 t0 = time.perf_counter() if stats is not None else 0.0
                 fn = ins.fn
-                if fn is not None:
+                if ins.inplace and (v := _lix_inplace(args)) is not None:
+                    pass
+                elif fn is not None:
                     v = fn(*args)
                 else:
                     v = self.special(ins.opcode, ins.hop, args, st)
@@ -155,6 +157,7 @@ class Interpreter:
                 if cast is not None and type(v) is not cast:
                     v = _cast_scalar(v, cast)
                 regs[ins.out] = v
+                v = None  # no stray reference: in-place updates count references
                 if check:
                     _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
@@ -292,6 +295,43 @@ class Interpreter:
             return tuple(outs)
         finally:
             self.depth -= 1
+
+
+LIX_DENSIFY_BYTES = 256 * 2**20  # a sparse loop target up to this dense size becomes dense
+
+
+def _lix_inplace(args: list[Any]) -> Any:
+    """Left indexing without a copy of the target, for loops like ``for (i in 1:n) R[i,] = ...``.
+
+    Applies when nothing else can see the target: a dense array owning its buffer (not a view of
+    another matrix), referenced only by the symbol table, the register and this call's argument
+    list. A small sparse target is densified once (later iterations then update in place), since
+    rebuilding CSR per iteration is quadratic. Returns None to fall back to the copying kernel,
+    which also produces the error messages."""
+    x, y = args[0], args[1]
+    try:
+        r0, r1, c0, c1 = (int(a) for a in args[2:6])
+    except (TypeError, ValueError):
+        return None
+    m, n = x.shape
+    if not (1 <= r0 <= r1 <= m and 1 <= c0 <= c1 <= n):
+        return None
+    if isinstance(y, np.ndarray):
+        if y.shape != (r1 - r0 + 1, c1 - c0 + 1):
+            return None
+    elif not isinstance(y, (int, float)) or isinstance(y, bool):
+        return None
+    if type(x) is np.ndarray:
+        # refs: symbol table, register, args list, getrefcount's own argument, local x
+        if x.base is not None or not x.flags.writeable or sys.getrefcount(x) > 5:
+            return None
+        out = x
+    elif is_matrix(x) and 8.0 * m * n <= LIX_DENSIFY_BYTES:
+        out = x.toarray()
+    else:
+        return None
+    out[r0 - 1:r1, c0 - 1:c1] = y
+    return out
 
 
 def _cast_scalar(v: Any, to: type) -> Any:

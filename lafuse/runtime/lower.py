@@ -28,6 +28,7 @@ class Instruction:
     fn: Callable[..., Any] | None = None  # kernel, with argument normalization bound in
     free: list[int] = field(default_factory=list)
     cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
+    inplace: bool = False  # lix that may update its target in place (see interp._lix_inplace)
 
     def render(self) -> str:
         ins = " ".join(f"_r{a}" for a in self.args)
@@ -69,8 +70,25 @@ def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]
     return call
 
 
+def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:
+    """``X[i, j] = v`` where X is read from variable V, nothing else in the block reads that
+    value, and the result only goes back to V: the old value of V is dead after this
+    instruction, so it can be updated in place (the runtime still checks that no other variable
+    or caller shares the array)."""
+    base = h.inputs[0]
+    if base.op != "tread" or len(users.get(base.id, [])) != 1:
+        return False
+    outs = users.get(h.id, [])
+    others = [u for u in outs if not (u.op == "twrite" and u.name == base.name)]
+    return not others and any(u.op == "twrite" for u in outs) and h.id not in {r.id for r in dag.roots}
+
+
 def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
     order = dag.hops()
+    users: dict[int, list[Hop]] = {}
+    for h in order:
+        for i in h.inputs:
+            users.setdefault(i.id, []).append(h)
     reg: dict[int, int] = {}
     constants: dict[int, Any] = {}
     instrs: list[Instruction] = []
@@ -95,7 +113,10 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
         cast = None
         if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread"):
             cast = {"double": float, "int": int}.get(h.vt)
-        instrs.append(Instruction(op, h, args, r, fn, cast=cast))
+        ins = Instruction(op, h, args, r, fn, cast=cast)
+        if op == "lix":
+            ins.inplace = _inplace_candidate(h, users, dag)
+        instrs.append(ins)
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for i, ins in enumerate(instrs):

@@ -50,8 +50,9 @@ def to_dense(m: Matrix) -> np.ndarray:
 
 
 def to_csr(m: Matrix) -> sp.csr_array:
+    # copy: eliminate_zeros() rewrites the index arrays in place, which a view would share
     if sp.issparse(m):
-        c = sp.csr_array(m, dtype=np.float64)
+        c = sp.csr_array(m, dtype=np.float64, copy=True)
     else:
         c = sp.csr_array(np.asarray(m, dtype=np.float64))
     c.eliminate_zeros()

@@ -1,0 +1,329 @@
+"""Linear-algebra kernels: matrix multiply, solve, inv, cholesky, det, eigen, svd, qr and lu.
+
+Why some decompositions are re-implemented instead of calling LAPACK: SystemDS computes them with
+Apache commons-math, and the *signs* of eigenvectors and the Householder form of ``qr`` are
+visible in results (pca's components and projections). ``eigen`` of a symmetric matrix therefore
+follows commons-math's tridiagonalization + implicit QL and SystemDS's ascending selection sort,
+and ``qr`` returns commons-math's ``[H, R]`` (Householder vectors, not Q). Large symmetric inputs
+fall back to LAPACK with a deterministic sign convention, because the QL port runs its inner
+loop in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+from lafuse.errors import DMLRuntimeError
+from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
+
+ndarray = np.ndarray
+_EPS = 2.0**-53  # commons-math Precision.EPSILON
+EIGEN_PORT_MAX = 400  # above this order the commons-math port is too slow in Python
+
+
+# ---------------------------------------------------------------------------- multiplication
+
+def k_matmult(a: Any, b: Any) -> Any:
+    """``%*%`` on dense/sparse combinations; dense products go straight to BLAS."""
+    if not is_mat(a) or not is_mat(b):
+        raise DMLRuntimeError("matrix multiplication '%*%' needs two matrices")
+    if a.shape[1] != b.shape[0]:
+        raise DMLRuntimeError(f"invalid dimensions for matrix multiplication (k1={a.shape[1]}, k2={b.shape[0]})")
+    with errstate():
+        if type(a) is ndarray and type(b) is ndarray:
+            return a @ b
+        if sp.issparse(a) and sp.issparse(b):
+            return fmt_owned(sp.csr_array(a @ b, dtype=F64))
+        r = a @ b
+    if sp.issparse(r):
+        return fmt_owned(sp.csr_array(r, dtype=F64))
+    return np.asarray(r, dtype=F64)
+
+
+# ------------------------------------------------------------------------- solvers and co.
+
+def _square(x: Any, msg: str) -> np.ndarray:
+    x = need_matrix(x, msg.split("(")[0])
+    if x.shape[0] != x.shape[1]:
+        raise DMLRuntimeError(msg.format(r=x.shape[0], c=x.shape[1]))
+    return np.array(to_dense(x), dtype=F64)
+
+
+def k_solve(a: Any, b: Any) -> np.ndarray:
+    A = _square(a, "The A matrix, in solve(A,b) should have squared dimensions.")
+    B = to_dense(need_matrix(b, "solve"))
+    if B.shape[0] != A.shape[0]:
+        raise DMLRuntimeError(f"solve: b has {B.shape[0]} rows but A is {A.shape[0]}x{A.shape[1]}")
+    if A.shape[0] == 0:
+        return np.zeros(B.shape)
+    try:
+        with errstate():
+            return np.linalg.solve(A, B)
+    except np.linalg.LinAlgError:
+        raise DMLRuntimeError("solve: matrix is singular") from None
+
+
+def k_inv(x: Any) -> np.ndarray:
+    A = _square(x, "Input to inv() must be square matrix -- given: a {r}x{c} matrix.")
+    if A.shape[0] == 0:
+        return A
+    try:
+        with errstate():
+            return np.linalg.inv(A)
+    except np.linalg.LinAlgError:
+        raise DMLRuntimeError("inv: matrix is singular") from None
+
+
+def k_cholesky(x: Any) -> np.ndarray:
+    """Lower Cholesky factor; commons-math's symmetry (1e-6 relative) and positivity (1e-10) checks."""
+    A = _square(x, "Input to cholesky() must be square matrix -- given: a {r}x{c} matrix.")
+    if A.shape[0] == 0:
+        return A
+    with errstate():
+        d = np.abs(A - A.T)
+        tol = np.maximum(np.abs(A), np.abs(A.T)) * 1e-6
+    if np.any(d > tol):
+        raise DMLRuntimeError("cholesky: not symmetric matrix")
+    try:
+        L = np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        raise DMLRuntimeError("cholesky: not positive definite matrix") from None
+    if np.any(np.diagonal(L) ** 2 <= 1e-10):
+        raise DMLRuntimeError("cholesky: not positive definite matrix")
+    return L
+
+
+def k_det(x: Any) -> float:
+    A = _square(x, "Determinant can only be computed for a square matrix. Input matrix is rectangular")
+    if A.shape[0] == 0:
+        return 1.0
+    with errstate():
+        return float(np.linalg.det(A))
+
+
+# ---------------------------------------------------------------------------------- eigen
+
+def _tridiagonalize(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """commons-math TriDiagonalTransformer: main/secondary diagonals and Q."""
+    m = A.shape[0]
+    H = A.copy()
+    main = np.zeros(m)
+    sec = np.zeros(max(m - 1, 0))
+    for k in range(m - 1):
+        hk = H[k]
+        main[k] = hk[k]
+        x = hk[k + 1:]
+        nrm = math.sqrt(float(x @ x))
+        a = -nrm if hk[k + 1] > 0 else nrm
+        sec[k] = a
+        if a != 0.0:
+            hk[k + 1] -= a
+            v = hk[k + 1:]
+            beta = -1.0 / (a * hk[k + 1])
+            U = np.triu(H[k + 1:, k + 1:])
+            z = beta * (U @ v + np.triu(U, 1).T @ v)
+            gamma = beta / 2.0 * float(z @ v)
+            z -= gamma * v
+            H[k + 1:, k + 1:] -= np.outer(v, z) + np.outer(z, v)
+    if m:
+        main[m - 1] = H[m - 1, m - 1]
+    qt = np.zeros((m, m))
+    for k in range(m - 1, 0, -1):
+        hk = H[k - 1]
+        qt[k, k] = 1.0
+        if hk[k] != 0.0:
+            inv = 1.0 / (sec[k - 1] * hk[k])
+            beta = 1.0 / sec[k - 1]
+            qt[k, k] = 1.0 + beta * hk[k]
+            qt[k, k + 1:] = beta * hk[k + 1:]
+            bj = inv * (qt[k + 1:, k + 1:] @ hk[k + 1:])
+            qt[k + 1:, k] = bj * hk[k]
+            qt[k + 1:, k + 1:] += np.outer(bj, hk[k + 1:])
+    if m:
+        qt[0, 0] = 1.0
+    return main, sec, qt.T.copy()
+
+
+def _ql(main: np.ndarray, sec: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """commons-math EigenDecomposition.findEigenVectors (implicit QL, Dubrulle et al.)."""
+    n = len(main)
+    d = [float(v) for v in main]
+    e = [float(v) for v in sec] + [0.0]
+    zt = np.ascontiguousarray(z.T)  # rows of zt are the columns of z
+    mx = max([abs(v) for v in d] + [abs(v) for v in e] + [0.0])
+    if mx != 0.0:
+        for i in range(n):
+            if abs(d[i]) <= _EPS * mx:
+                d[i] = 0.0
+            if abs(e[i]) <= _EPS * mx:
+                e[i] = 0.0
+    for j in range(n):
+        its = 0
+        while True:
+            m = j
+            while m < n - 1:
+                delta = abs(d[m]) + abs(d[m + 1])
+                if abs(e[m]) + delta == delta:
+                    break
+                m += 1
+            if m == j:
+                break
+            if its == 30:
+                raise DMLRuntimeError("eigen: convergence failed (30 iterations)")
+            its += 1
+            q = (d[j + 1] - d[j]) / (2 * e[j])
+            t = math.sqrt(1 + q * q)
+            q = d[m] - d[j] + e[j] / (q - t if q < 0.0 else q + t)
+            u, s, c = 0.0, 1.0, 1.0
+            i = m - 1
+            while i >= j:
+                p = s * e[i]
+                h = c * e[i]
+                if abs(p) >= abs(q):
+                    c = q / p
+                    t = math.sqrt(c * c + 1.0)
+                    e[i + 1] = p * t
+                    s = 1.0 / t
+                    c = c * s
+                else:
+                    s = p / q
+                    t = math.sqrt(s * s + 1.0)
+                    e[i + 1] = q * t
+                    c = 1.0 / t
+                    s = s * c
+                if e[i + 1] == 0.0:
+                    d[i + 1] -= u
+                    e[m] = 0.0
+                    break
+                q = d[i + 1] - u
+                t = (d[i] - q) * s + 2.0 * c * h
+                u = s * t
+                d[i + 1] = q + u
+                q = c * t - h
+                zi, zi1 = zt[i], zt[i + 1]
+                p_col = zi1.copy()
+                zt[i + 1] = s * zi + c * p_col
+                zt[i] = c * zi - s * p_col
+                i -= 1
+            if t == 0.0 and i >= j:
+                continue
+            d[j] -= u
+            e[j] = q
+            e[m] = 0.0
+    vals = np.array(d)
+    # commons-math sorts decreasingly (first maximum wins) ...
+    for i in range(n):
+        k = i + int(np.argmax(vals[i:]))
+        if vals[k] > vals[i] and k != i:
+            vals[i], vals[k] = vals[k], vals[i]
+            zt[[i, k]] = zt[[k, i]]
+    mx = float(np.max(np.abs(vals))) if n else 0.0
+    if mx != 0.0:
+        vals[np.abs(vals) < _EPS * mx] = 0.0
+    return vals, zt.T.copy()
+
+
+def _sort_ascending(vals: np.ndarray, vecs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SystemDS LibCommonsMath.sortEVs: selection sort, first minimum wins, columns swapped along."""
+    vals = vals.copy()
+    vecs = vecs.copy()
+    for i in range(len(vals)):
+        k = i + int(np.argmin(vals[i:]))
+        if vals[k] < vals[i]:
+            vals[i], vals[k] = vals[k], vals[i]
+            vecs[:, [i, k]] = vecs[:, [k, i]]
+    return vals.reshape(-1, 1), vecs
+
+
+def _is_symmetric(A: np.ndarray) -> bool:
+    n = A.shape[0]
+    eps = 10 * n * n * _EPS
+    with errstate():
+        d = np.abs(A - A.T)
+        return not np.any(d > np.maximum(np.abs(A), np.abs(A.T)) * eps)
+
+
+def k_eigen(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``[values, vectors] = eigen(A)``: eigenvalues ascending as a column vector."""
+    x = need_matrix(x, "eigen")
+    if x.shape[0] != x.shape[1]:
+        raise DMLRuntimeError("Eigen Decomposition can only be done on a square matrix. Input matrix is rectangular "
+                              f"(rows={x.shape[0]}, cols={x.shape[1]})")
+    A = np.array(to_dense(x), dtype=F64)
+    n = A.shape[0]
+    if n == 0:
+        return np.zeros((0, 1)), np.zeros((0, 0))
+    if not np.all(np.isfinite(A)):
+        raise DMLRuntimeError("eigen: the input contains NaN or Inf")
+    if _is_symmetric(A):
+        if n <= EIGEN_PORT_MAX:
+            main, sec, Q = _tridiagonalize(A)
+            vals, vecs = _ql(main, sec, Q)
+            return _sort_ascending(vals, vecs)
+        w, v = np.linalg.eigh(A)
+        # deterministic orientation: the largest-magnitude component of each vector is positive
+        idx = np.argmax(np.abs(v), axis=0)
+        v = v * np.where(v[idx, np.arange(n)] < 0, -1.0, 1.0)
+        return _sort_ascending(w, v)
+    w, v = np.linalg.eig(A)
+    return _sort_ascending(np.real(w).astype(F64), np.real(v).astype(F64))
+
+
+# ---------------------------------------------------------------------------- svd, qr, lu
+
+def k_svd(x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[U, S, V] = svd(A)``: thin SVD with S as a min(m,n) square diagonal matrix (commons-math)."""
+    A = np.array(to_dense(need_matrix(x, "svd")), dtype=F64)
+    m, n = A.shape
+    if m == 0 or n == 0:
+        p = min(m, n)
+        return np.zeros((m, p)), np.zeros((p, p)), np.zeros((n, p))
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    return U, np.diag(s), np.ascontiguousarray(Vt.T)
+
+
+def k_qr(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``[H, R] = qr(A)``: commons-math QRDecomposition's Householder vectors H and R."""
+    A = np.array(to_dense(need_matrix(x, "qr")), dtype=F64)
+    m, n = A.shape
+    qrt = A.T.copy()
+    p = min(m, n)
+    rdiag = np.zeros(p)
+    for minor in range(p):
+        col = qrt[minor]
+        xs = col[minor:]
+        nrm = math.sqrt(float(xs @ xs))
+        a = -nrm if col[minor] > 0 else nrm
+        rdiag[minor] = a
+        if a != 0.0:
+            col[minor] -= a
+            v = col[minor:]
+            sub = qrt[minor + 1:, minor:]
+            alpha = -(sub @ v) / (a * col[minor])
+            sub -= np.outer(alpha, v)
+    H = np.zeros((m, n))
+    R = np.zeros((m, n))
+    with errstate():
+        for j in range(p):
+            H[j:, j] = qrt[j, j:] / -rdiag[j]
+            R[j, j] = rdiag[j]
+            R[j, j + 1:] = qrt[j + 1:, j]
+    return H, R
+
+
+def k_lu(x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[P, L, U] = lu(A)`` with ``P %*% A = L %*% U`` (partial pivoting, commons-math)."""
+    A = _square(x, "LU Decomposition can only be done on a square matrix. Input matrix is rectangular "
+                   "(rows={r}, cols={c})")
+    n = A.shape[0]
+    if n == 0:
+        return A, A.copy(), A.copy()
+    p, L, U = sla.lu(A)
+    if np.any(np.abs(np.diagonal(U)) < 1e-11):
+        raise DMLRuntimeError("LU Decomposition can only be done on a non-singular matrix.")
+    return np.ascontiguousarray(p.T), L, U
