@@ -139,7 +139,9 @@ class Builder:
             self.env[p.name] = VarInfo(p.type_name, p.value_type if p.type_name == SCALAR else DOUBLE)
             info = (known or {}).get(p.name)
             if info is not None and info.dt == self.env[p.name].dt:
-                self.env[p.name] = info
+                # sizes from the call sites, value type from the signature (an INT argument
+                # passed to a Double parameter is widened)
+                self.env[p.name] = replace(info, vt=self.env[p.name].vt)
         try:
             blocks = self.build_blocks(fdef.body)
         finally:
@@ -286,6 +288,8 @@ class Builder:
                 sizes.infer(h)
                 self._assign_var(t.name, h)
             else:
+                if value.op == "ifelse" and value.dt == SCALAR:
+                    value.params["assigned"] = True  # assignment fixes the value type (see lower)
                 self._assign_var(t.name, value)
         elif isinstance(s, A.MultiAssign):
             call = s.expr

@@ -24,13 +24,21 @@ def _numeric(x: Hop) -> bool:
     return x.dt == MATRIX or (x.dt == SCALAR and x.vt in NUMERIC_VT)
 
 
+# scalar HOPs whose run-time value may have another type than their compile-time value type: the
+# runtime casts every other scalar result to its HOP's value type (lower.py), but not these (a loop
+# variable is typed INT even over double bounds; ifelse returns the branch's own type)
+_UNCAST_SCALAR_OPS = ("tread", "get", "fcall", "pread", "ifelse")
+
+
 def _keeps_type(h: Hop, x: Hop) -> bool:
-    """Replacing ``h`` by ``x`` keeps the data type, value type and (for matrices) the shape."""
+    """Replacing ``h`` by ``x`` keeps the data type, the value type of the run-time value and (for
+    matrices) the shape."""
     if h.dt != x.dt:
         return False
     if h.dt == MATRIX:
         return not (h.dims_known and x.dims_known) or same_dims(h, x)
-    return h.dt == SCALAR and h.vt == x.vt and h.vt in NUMERIC_VT + (BOOLEAN,)
+    return (h.dt == SCALAR and h.vt == x.vt and h.vt in NUMERIC_VT + (BOOLEAN,)
+            and x.op not in _UNCAST_SCALAR_OPS)
 
 
 # ------------------------------------------------------------------ neutral elements, involutions
@@ -90,7 +98,8 @@ def remove_double_negation(h: Hop, ctx: Ctx) -> Hop | None:
             return x
     if _is(h, "unary", "!", 1) and _is(h.inputs[0], "unary", "!", 1):
         x = h.inputs[0].inputs[0]
-        if x.dt == SCALAR and x.vt == BOOLEAN and h.dt == SCALAR and h.vt == BOOLEAN:
+        if x.dt == SCALAR and x.vt == BOOLEAN and h.dt == SCALAR and h.vt == BOOLEAN and \
+                x.op not in _UNCAST_SCALAR_OPS:
             return x
     return None
 
@@ -103,12 +112,12 @@ def remove_unnecessary_cast(h: Hop, ctx: Ctx) -> Hop | None:
         return None
     x = h.inputs[0]
     want = {"as.double": (SCALAR, DOUBLE), "as.integer": (SCALAR, INT), "as.logical": (SCALAR, BOOLEAN)}
-    if h.op in want and (x.dt, x.vt) == want[h.op] and (h.dt, h.vt) == want[h.op]:
+    if h.op in want and (x.dt, x.vt) == want[h.op] and (h.dt, h.vt) == want[h.op] and \
+            x.op not in _UNCAST_SCALAR_OPS:
         return x
     if h.op == "as.matrix" and x.dt == MATRIX and h.dt == MATRIX:
         return x
-    if h.op in ("as.scalar", "castAsScalar") and x.dt == SCALAR and h.dt == SCALAR and h.vt == x.vt \
-            and x.vt in NUMERIC_VT + (BOOLEAN,):
+    if h.op in ("as.scalar", "castAsScalar") and _keeps_type(h, x):
         return x
     return None
 

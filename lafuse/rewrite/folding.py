@@ -25,7 +25,8 @@ _FOLD_UNARY = {
     "sinh", "cosh", "tanh", "sign", "log", "isNaN", "isInf", "isNA", "as.integer", "as.double", "as.logical",
 }
 _FOLD_NARY = {"min", "max"}
-_FOLD_TERNARY = {"ifelse"}
+# not ifelse: its run-time value keeps the taken branch's type, and a TWrite of an ifelse casts
+# (lower.py), so a literal in its place could change a variable's type
 
 _kernels: dict[str, Any] | None = None
 
@@ -76,7 +77,7 @@ def foldable(h: Hop) -> bool:
         return False
     k = h.kind
     return ((k == "binary" and h.op in _FOLD_BINARY) or (k == "unary" and h.op in _FOLD_UNARY)
-            or (k == "nary" and h.op in _FOLD_NARY) or (k == "ternary" and h.op in _FOLD_TERNARY))
+            or (k == "nary" and h.op in _FOLD_NARY))
 
 
 def evaluate(h: Hop) -> tuple[bool, Any]:
@@ -88,10 +89,20 @@ def evaluate(h: Hop) -> tuple[bool, Any]:
         return False, None
     fn = bind_args(h.op, h.params.get("slots"), k)
     try:
-        v = _norm(fn(*[i.value for i in h.inputs]))
+        v = _cast(_norm(fn(*[i.value for i in h.inputs])), h.vt)
     except Exception:  # noqa: BLE001 - any run-time error stays a run-time error
         return False, None
     return _type_ok(v, h.vt), v
+
+
+def _cast(v: Any, vt: str) -> Any:
+    """The cast the runtime applies to a scalar instruction's result (lower.py ``Instruction.cast``,
+    interp ``_cast_scalar``): the value takes the HOP's DOUBLE or INT value type."""
+    if vt == DOUBLE and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if vt == INT and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
 
 
 @rule("fold_constants")

@@ -248,6 +248,17 @@ class Interpreter:
                 raise DMLRuntimeError(f"list index {key} out of bounds [1, {len(items)}]", hop.span)
             items[i] = val
             return ListValue(items, lst.names)
+        if op == "as.frame":
+            from lafuse.runtime.values import Frame, to_dense
+
+            v = args[0]
+            if isinstance(v, Frame):
+                return v
+            if not is_matrix(v):
+                return Frame([[v]], ["FP64" if isinstance(v, float) else "STRING"], ["C1"])
+            d = to_dense(v)
+            return Frame([list(map(float, d[:, j])) for j in range(d.shape[1])], ["FP64"] * d.shape[1],
+                         [f"C{j + 1}" for j in range(d.shape[1])])
         if op in ("as.list",):
             v = args[0]
             return v if isinstance(v, ListValue) else ListValue([v])

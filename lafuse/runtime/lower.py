@@ -111,7 +111,9 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
                 raise NotImplementedError(f"no kernel for operation '{op}'")
             fn = bind_args(op, h.params.get("slots"), k)
         cast = None
-        if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread"):
+        # SystemDS: print(ifelse(c, 7, 2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE
+        if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread") and (
+                op != "ifelse" or h.params.get("assigned")):
             cast = {"double": float, "int": int}.get(h.vt)
         ins = Instruction(op, h, args, r, fn, cast=cast)
         if op == "lix":

@@ -396,6 +396,8 @@ def k_as_matrix(x: Any) -> Any:
     if is_mat(x):
         return x
     if isinstance(x, ListValue):
+        if len(x.items) == 1 and is_mat(x.items[0]):  # L[i] is a one-element list
+            return x.items[0]
         return np.array([_cell_float(v) for v in x.items], dtype=F64).reshape(-1, 1)
     if isinstance(x, Frame):
         m, n = x.shape
