@@ -138,6 +138,10 @@ class Compiler:
     def function(self, key: str, known: dict[str, VarInfo] | None = None) -> FunctionProgram:
         assert self.program is not None and self.builder is not None
         fp = self.program.functions.get(key)
+        if fp is None and key in self.resolver.functions:  # a builtin script loaded later
+            f = self.resolver.functions[key]
+            fp = self.program.functions[key] = FunctionProgram(
+                f.name, f.params, f.outputs, [], f.file, f.span, key.split("::")[0] if "::" in key else "")
         if fp is None:
             from lafuse.errors import DMLRuntimeError
 

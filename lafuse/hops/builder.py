@@ -70,6 +70,8 @@ class FunctionResolver:
         self.namespaces: dict[str, str] = {}  # file path -> namespace key
         self.builtin_dirs = builtin_dirs or []
         self.sources: dict[str, str] = {}
+        self.builtin_loaded: set[str] = set()
+        self.builtin_missing: set[str] = set()
 
     def add_script(self, script: A.Script, ns: str) -> None:
         for name, f in script.functions.items():
@@ -101,6 +103,40 @@ class FunctionResolver:
                 return key, self.functions[key]
         if name in self.functions:
             return name, self.functions[name]
+        return None
+
+    def load_builtin(self, name: str) -> str | None:
+        """Load ``<dir>/<name>.dml`` from the builtin search path (SystemDS's script builtins);
+        its functions, helpers included, live in namespace ``builtin:<name>``."""
+        ns = f"builtin:{name}"
+        if ns in self.builtin_loaded:
+            return ns
+        if name in self.builtin_missing:
+            return None
+        for d in self.builtin_dirs:
+            path = os.path.join(d, name + ".dml")
+            if os.path.exists(path):
+                script = parse_file(path)
+                with open(path, encoding="utf-8") as f:
+                    self.sources[path] = f.read()
+                self.add_script(script, ns)
+                for sub in script.imports:
+                    self.load_namespace(sub, os.path.dirname(path), ns)
+                self.builtin_loaded.add(ns)
+                return ns
+        self.builtin_missing.add(name)
+        return None
+
+    def dispatch_builtin(self, name: str, first_dt: str) -> tuple[str, A.FunctionDef] | None:
+        """SystemDS picks m_<name>, s_<name> or f_<name> by the first argument's data type."""
+        ns = self.load_builtin(name)
+        if ns is None:
+            return None
+        pref = {MATRIX: "m_", SCALAR: "s_", FRAME: "f_"}.get(first_dt, "m_")
+        for p in (pref, "m_", "s_", "f_", ""):
+            key = f"{ns}::{p}{name}"
+            if key in self.functions:
+                return key, self.functions[key]
         return None
 
 
@@ -531,10 +567,50 @@ class Builder:
         if spec is None:
             if name == "setwd":
                 return literal(None)
+            if "::" not in name:
+                first = call.args[0].value if call.args else None
+                found = self.resolver.dispatch_builtin(name, self._peek_dt(first) if first else UNKNOWN)
+                if found is not None:
+                    return self._fcall(found[0], found[1], call, nout)
             raise DMLValidationError(f"undefined function '{name}'", call.span)
         if name in STATEMENT_ONLY and not statement:
             raise DMLValidationError(f"'{name}' does not return a value", call.span)
         return self._builtin(spec, call, nout)
+
+    def _peek_dt(self, e: A.Expr) -> str:
+        """The data type of an expression without building it (building twice would duplicate
+        function calls): enough to dispatch m_/s_/f_ builtin variants."""
+        if isinstance(e, (A.Num, A.Str, A.Bool, A.CmdArg)):
+            return SCALAR
+        if isinstance(e, A.Var):
+            h = self._var_map.get(e.name) or self._treads.get(e.name)
+            if h is not None:
+                return h.dt
+            info = self.env.get(e.name)
+            return info.dt if info else (SCALAR if e.name in CONSTANTS else UNKNOWN)
+        if isinstance(e, A.Index):
+            return MATRIX
+        if isinstance(e, A.UnOp):
+            return self._peek_dt(e.operand)
+        if isinstance(e, A.BinOp):
+            dts = {self._peek_dt(e.left), self._peek_dt(e.right)}
+            return MATRIX if MATRIX in dts else (SCALAR if dts == {SCALAR} else UNKNOWN)
+        if isinstance(e, A.Call):
+            spec = SPECS.get(e.name)
+            if spec is not None:
+                if spec.out == "matrix":
+                    return MATRIX
+                if spec.out.startswith("scalar:"):
+                    return SCALAR
+                if spec.out == "frame":
+                    return FRAME
+                args = [self._peek_dt(a.value) for a in e.args]
+                if spec.out in ("same", "same_double", "same_bool", "agg"):
+                    if MATRIX in args and not (spec.out == "agg" and len(args) == 1):
+                        return MATRIX
+                    return SCALAR
+            return UNKNOWN
+        return UNKNOWN
 
     def _fcall(self, key: str, fdef: A.FunctionDef, call: A.Call, nout: int) -> Hop:
         named = [a for a in call.args if a.name is not None]
