@@ -96,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # an internal error: say so plainly, with a traceback only on request
+        sys.stdout.flush()
+        if cfg.debug:
+            raise
+        print(f"lafuse: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+              file=sys.stderr)
+        return 2
 
 
 def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos: list[Any],

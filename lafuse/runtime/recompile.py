@@ -63,9 +63,13 @@ def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
     return tuple(sig)
 
 
-def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool = False) -> Dag:
+def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool = False,
+                  scalars: set[str] | None = None) -> Dag:
+    """``scalars``: the scalar variables whose values may be used (they must be part of the plan
+    cache key, or a cached plan would carry facts of another iteration's values)."""
     new = copy_dag(dag)
-    known = {k: v for k, v in st.items() if isinstance(v, (int, float, bool, str))}
+    names = scalars if scalars is not None else set(st)
+    known = {k: v for k, v in st.items() if k in names and isinstance(v, (int, float, bool, str))}
     for h in new.hops():
         if h.op == "tread" and h.dt in (MATRIX, "unknown"):
             v = st.get(h.name or "")
@@ -88,7 +92,7 @@ def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
     if plan is not None:
         return plan
     t0 = time.perf_counter()
-    dag = recompile_dag(b.dag, st, interp.compiler)
+    dag = recompile_dag(b.dag, st, interp.compiler, scalars=b._size_scalars)  # type: ignore[attr-defined]
     plan = interp.compiler.lower_dag(dag)
     if len(cache) >= MAX_CACHED_PLANS:
         cache.pop(next(iter(cache)))

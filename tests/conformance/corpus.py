@@ -193,25 +193,30 @@ class LafuseResult:
 
 
 def lafuse_command(script: Path, nvargs: dict[str, str]) -> list[str]:
-    cmd = [sys.executable, "-m", "lafuse", "run", str(script)]
+    cmd = [sys.executable, "-m", "lafuse", "run", str(script), "--builtins", str(sds.builtin_scripts_dir())]
     if nvargs:
         cmd.append("--nvargs")
         cmd.extend(f"{k}={v}" for k, v in nvargs.items())
     return cmd
 
 
-def run_lafuse(sc: Script, inputs_dir: Path, workdir: Path) -> LafuseResult:
-    """Run lafuse's CLI on a corpus script, with the script's directory as working directory."""
-    out_dir = workdir / "out"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    args = sc.arguments(inputs_dir, out_dir)
-    cmd = lafuse_command(sc.path, args)
+def run_lafuse_file(script: Path, nvargs: dict[str, str], cwd: Path | None = None) -> LafuseResult:
+    """Run ``python -m lafuse run script --nvargs k=v ...``; cwd defaults to the script's directory."""
+    cmd = lafuse_command(script, nvargs)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if x)
-    proc = subprocess.run(cmd, cwd=sc.path.parent, capture_output=True, text=True, env=env,
+    proc = subprocess.run(cmd, cwd=cwd or script.parent, capture_output=True, text=True, env=env,
                           timeout=LAFUSE_TIMEOUT)
     lines = proc.stdout.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    outputs = {k: out_dir / sc.output_file(k) for k in sc.outputs}
-    return LafuseResult(lines, proc.returncode, proc.stderr, outputs, cmd)
+    return LafuseResult(lines, proc.returncode, proc.stderr, {}, cmd)
+
+
+def run_lafuse(sc: Script, inputs_dir: Path, workdir: Path) -> LafuseResult:
+    """Run lafuse's CLI on a corpus script, with the script's directory as working directory."""
+    out_dir = workdir / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res = run_lafuse_file(sc.path, sc.arguments(inputs_dir, out_dir))
+    res.outputs = {k: out_dir / sc.output_file(k) for k in sc.outputs}
+    return res

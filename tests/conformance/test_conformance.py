@@ -40,6 +40,48 @@ def test_script_names_unique_and_numbered():
     assert all(re.fullmatch(r"\d{3}_[a-z0-9_]+\.dml", n) for n in SCRIPT_NAMES)
 
 
+# Every native builtin of inventory sections 2/2a, the extra builtins the corpus promises, and the script
+# builtins of the core set must be called somewhere in the corpus (guards against losing coverage).
+REQUIRED_CALLS = """
+abs aggregate append as.integer as.matrix as.scalar atan cbind ceil colMaxs colMeans colMins colSums contains
+cumsum diag eigen exp ifelse isNaN list log max mean min ncol nrow order rbind removeEmpty replace round
+rowIndexMax rowIndexMin rowMaxs rowMins rowSums seq solve sqrt sum t table tan xor matrix print rand Rand stop
+cumprod cummin cummax rev inv cholesky svd var sd median quantile outer toString time length castAsScalar
+as.double as.logical ifdef floor sin cos asin acos sinh cosh tanh sign isInf isNA prod trace rowMeans rowProds
+colProds rowVars colVars rowSds colSds lower.tri upper.tri det qr lu sample bitwAnd as.frame read write assert
+als alsCG alsDS lm lmCG lmDS lmPredict normalize normalizeApply scale kmeans kmeansPredict pnmf pca
+autoencoder_2layer steplm naiveBayes dist outlier sigmoid getAccuracy confusionMatrix glm l2svm l2svmPredict
+multiLogReg multiLogRegPredict
+""".split()
+
+REQUIRED_SYNTAX = {
+    "source ... as ns": r"^source\(\"lib/[a-z]+\.dml\"\) as [a-z]+",
+    "ns::f": r"[a-z]+::[a-z]+\(",
+    "parfor with options": r"parfor \(\w+ in [^)]*, check = 0",
+    "+=": r"\+=",
+    "printf-style print": r"print\(\"[^\"]*%[0-9.]*[dfs]",
+    "single-quoted string": r"'[^']*'",
+    "multi-assignment": r"^\[\w+, \w+",
+    "else if": r"else if",
+    "while": r"^\s*while \(",
+    "0x0 matrix": r"matrix\(0, rows=0, cols=0\)",
+    "byrow=FALSE": r"byrow=FALSE",
+    "dotted argument name": r"index\.return=",
+    "$ argument": r"\$[a-z]+",
+    "continuation line starting with an operator": r"^\s+[-+*] ",
+}
+
+
+def test_corpus_covers_inventory():
+    texts = [p.read_text() for p in corpus.all_scripts()] + [
+        p.read_text() for p in (corpus.SCRIPTS_DIR / "lib").glob("*.dml")]
+    text = "\n".join(texts)
+    missing = [f for f in REQUIRED_CALLS if not re.search(r"(?<![\w.])" + re.escape(f) + r" ?\(", text)]
+    assert not missing, f"builtins never called by the corpus: {missing}"
+    missing = [k for k, rx in REQUIRED_SYNTAX.items() if not re.search(rx, text, re.M)]
+    assert not missing, f"constructs missing from the corpus: {missing}"
+
+
 def test_directives_parse():
     loaded = [corpus.load_script(corpus.SCRIPTS_DIR / n) for n in SCRIPT_NAMES]
     assert any(s.outputs for s in loaded), "no script writes a matrix"

@@ -1,0 +1,267 @@
+"""Behaviours where SystemDS 3.4.0 itself is wrong: lafuse is checked against NumPy / the DML spec instead.
+
+Each test documents the SystemDS behaviour it deliberately does not copy (inventory 4.11 plus bugs found while
+building the corpus), runs lafuse through the same CLI runner as the conformance tests, and compares with
+expected output computed here.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+from . import compare, corpus
+
+
+def _run(tmp_path: Path, dml: str, nvargs: dict[str, str] | None = None) -> corpus.LafuseResult:
+    script = tmp_path / "script.dml"
+    script.write_text(textwrap.dedent(dml).lstrip())
+    res = corpus.run_lafuse_file(script, nvargs or {}, cwd=tmp_path)
+    assert res.returncode == 0, (
+        f"lafuse exited with {res.returncode}\n--- stderr:\n{res.stderr[-4000:]}\n"
+        f"--- stdout:\n{chr(10).join(res.stdout_lines)}\n--- script:\n{script.read_text()}")
+    return res
+
+
+def _expect_lines(res: corpus.LafuseResult, expected: list[str]) -> None:
+    diff = compare.compare_lines(expected, res.stdout_lines, expected_name="expected")
+    assert diff is None, diff
+
+
+def _expect_matrix(path: Path, expected: np.ndarray) -> None:
+    diff = compare.compare_matrices(np.atleast_2d(expected), compare.read_matrix(path, "csv"),
+                                    expected_name="numpy")
+    assert diff is None, diff
+
+
+def java_double(x: float) -> str:
+    """Java's Double.toString layout over Python's shortest round-trip digits."""
+    x = float(x)  # numpy scalars have a different repr
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0.0" if math.copysign(1, x) < 0 else "0.0"
+    sign, digits, exp = Decimal(repr(x)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    exp = len(digits) + exp - 1  # exponent of the first significant digit
+    neg = "-" if sign else ""
+    if 1e-3 <= abs(x) < 1e7:
+        if exp >= 0:
+            ip, fp = ds[:exp + 1].ljust(exp + 1, "0"), ds[exp + 1:]
+        else:
+            ip, fp = "0", "0" * (-exp - 1) + ds
+        return f"{neg}{ip}.{fp or '0'}"
+    return f"{neg}{ds[0]}.{ds[1:] or '0'}E{exp}"
+
+
+def test_java_double_helper():
+    assert java_double(21.0) == "21.0"
+    assert java_double(1e-7) == "1.0E-7"
+    assert java_double(1.5e-10) == "1.5E-10"
+    assert java_double(12345678.9) == "1.23456789E7"
+    assert java_double(0.001) == "0.001"
+    assert java_double(float("inf")) == "Infinity"
+    assert java_double(-2.5e-4) == "-2.5E-4"
+    assert java_double(100.0) == "100.0"
+    assert java_double(0.30000000000000004) == "0.30000000000000004"
+    assert java_double(1e21) == "1.0E21"
+    assert java_double(-1e8) == "-1.0E8"
+    assert java_double(123456789012.0) == "1.23456789012E11"
+    assert java_double(3.3219280948873626) == "3.3219280948873626"
+    assert java_double(9999999.0) == "9999999.0"
+    assert java_double(-0.14285714285714285) == "-0.14285714285714285"
+
+
+# ------------------------------------------------------------------ inventory 4.11(a): defaults are applied
+
+def test_user_function_defaults_are_applied(tmp_path: Path):
+    # SystemDS 3.4.0: "Wrong number of function input arguments: 1 found, but 3 expected"
+    res = _run(tmp_path, """
+        f = function(Double a, Double b = 10, Integer c = 2) return (Double r) {
+          r = a + b * c
+        }
+        g = function(Matrix[Double] X, Matrix[Double] W = matrix(0, rows=0, cols=0)) return (Integer n) {
+          n = nrow(W) + ncol(W) + nrow(X)
+        }
+        print(f(1))
+        print(f(1, 2))
+        print(f(a=1))
+        print(f(a=1, c=3))
+        print(g(matrix(1, 3, 1)))
+        """)
+    f = lambda a, b=10.0, c=2: a + b * c  # noqa: E731
+    _expect_lines(res, [java_double(f(1)), java_double(f(1, 2)), java_double(f(a=1)), java_double(f(a=1, c=3)),
+                        "3"])
+
+
+def _lsq(X: np.ndarray, y: np.ndarray, reg: float) -> np.ndarray:
+    return np.linalg.solve(X.T @ X + reg * np.eye(X.shape[1]), X.T @ y)
+
+
+def test_builtin_positional_call_uses_defaults(tmp_path: Path):
+    # SystemDS 3.4.0: lm(X, y) fails with "Missing default expression for unspecified function argument 'X'"
+    X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0], [2.0, -1.0]])
+    y = np.array([[1.0], [2.0], [2.0], [0.5]])
+    res = _run(tmp_path, """
+        X = matrix("1 2 3 4 5 7 2 -1", 4, 2)
+        y = matrix("1 2 2 0.5", 4, 1)
+        B = lm(X, y)
+        write(B, $B, format="csv")
+        print("done")
+        """, {"B": str(tmp_path / "B.csv")})
+    assert res.stdout_lines[-1] == "done"
+    _expect_matrix(tmp_path / "B.csv", _lsq(X, y, 1e-7))
+
+
+# ------------------------------------------------------------- inventory 4.11(b): named arguments do not leak
+
+def test_named_arguments_do_not_leak_between_builtin_calls(tmp_path: Path):
+    # SystemDS 3.4.0 reuses the first call's named arguments for parameters the second call leaves out.
+    X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 7.0], [2.0, -1.0]])
+    y = np.array([[1.0], [2.0], [2.0], [0.5]])
+    res = _run(tmp_path, """
+        X = matrix("1 2 3 4 5 7 2 -1", 4, 2)
+        y = matrix("1 2 2 0.5", 4, 1)
+        B1 = lmDS(X=X, y=y, icpt=0, reg=100, verbose=FALSE)
+        B2 = lmDS(X=X, y=y, verbose=FALSE)
+        write(B1, $B1, format="csv")
+        write(B2, $B2, format="csv")
+        """, {"B1": str(tmp_path / "B1.csv"), "B2": str(tmp_path / "B2.csv")})
+    assert res.stdout_lines == []
+    _expect_matrix(tmp_path / "B1.csv", _lsq(X, y, 100.0))
+    _expect_matrix(tmp_path / "B2.csv", _lsq(X, y, 1e-7))
+
+
+# ------------------------------------------------------------------ inventory 4.11(c): += in the same block
+
+def test_accumulate_assign_in_the_defining_block(tmp_path: Path):
+    # SystemDS 3.4.0: "Invalid accumulator assignment to non-existing variable z."
+    res = _run(tmp_path, """
+        z = 3
+        z += 2
+        print(z)
+        M = matrix("1 2 3 4", 2, 2)
+        M += M
+        print(toString(M))
+        s = 0.5
+        s += 1
+        print(s)
+        """)
+    M = np.array([[1.0, 2.0], [3.0, 4.0]]) * 2
+    _expect_lines(res, ["5", " ".join(f"{v:.3f}" for v in M[0]), " ".join(f"{v:.3f}" for v in M[1]), "",
+                        java_double(1.5)])
+
+
+# ------------------------------------------------------------------ found while building the corpus
+
+def test_while_loop_that_never_runs_keeps_the_old_value(tmp_path: Path):
+    # SystemDS 3.4.0 prints x=1: constant propagation treats the body's `x = 1` as always executed.
+    res = _run(tmp_path, """
+        x = 0
+        y = 5
+        while (y < 3) {
+          x = 1
+        }
+        print("x=" + x)
+        never = 0
+        while (FALSE) {
+          never = 1
+        }
+        print("never=" + never)
+        """)
+    _expect_lines(res, ["x=0", "never=0"])
+
+
+def test_nrow_ncol_of_a_matrix_call_in_an_assignment(tmp_path: Path):
+    # SystemDS 3.4.0: "Undefined Variable (null) used in statement" for `n = nrow(matrix(0, 7, 2))`.
+    res = _run(tmp_path, """
+        n = nrow(matrix(0, 7, 2))
+        k = ncol(matrix(1, 2, 5))
+        print(n)
+        print(k)
+        print(n * k)
+        """)
+    _expect_lines(res, ["7", "5", "35"])
+
+
+def test_log_with_base_of_an_integer_is_not_truncated(tmp_path: Path):
+    # SystemDS 3.4.0 prints log(10, 2) as 3 (integer, truncated); the log of an INT is a DOUBLE.
+    res = _run(tmp_path, """
+        print(log(10, 2))
+        print(log(100, 10))
+        x = 8
+        print(log(x, 2))
+        print(log(2, 10))
+        """)
+    _expect_lines(res, [java_double(math.log(10) / math.log(2)), java_double(math.log(100) / math.log(10)),
+                        java_double(math.log(8) / math.log(2)), java_double(math.log(2) / math.log(10))])
+
+
+def test_sum_of_a_constant_matrix_prints_as_double(tmp_path: Path):
+    # SystemDS 3.4.0 folds print(sum(matrix(1, 2, 2))) to the INT 4 (sum otherwise returns a DOUBLE).
+    res = _run(tmp_path, """
+        print(sum(matrix(1, 2, 2)))
+        M = matrix(2, 3, 3)
+        print(sum(M))
+        print(sum(matrix(1, 100, 100)))
+        """)
+    _expect_lines(res, [java_double(float(np.ones((2, 2)).sum())), java_double(float((2 * np.ones((3, 3))).sum())),
+                        java_double(float(np.ones((100, 100)).sum()))])
+
+
+def test_tostring_calls_with_different_named_parameters(tmp_path: Path):
+    # SystemDS 3.4.0: NullPointerException when two toString calls on one matrix use different parameters.
+    res = _run(tmp_path, """
+        X = matrix("1 2 3 4", 2, 2)
+        print(toString(X, decimal=1))
+        print(toString(X, sep=","))
+        print(toString(X, sparse=TRUE))
+        """)
+    _expect_lines(res, ["1.0 2.0", "3.0 4.0", "", "1.000,2.000", "3.000,4.000", "",
+                        "1 1 1.000", "1 2 2.000", "2 1 3.000", "2 2 4.000", ""])
+
+
+def test_tostring_with_an_empty_separator(tmp_path: Path):
+    # SystemDS 3.4.0: LopsException (ArrayIndexOutOfBounds) for sep="".
+    res = _run(tmp_path, """
+        X = matrix("1 2 3", 1, 3)
+        print(toString(X, sep=""))
+        """)
+    _expect_lines(res, ["1.0002.0003.000", ""])
+
+
+def test_sum_of_a_table_with_dropped_entries(tmp_path: Path):
+    # SystemDS 3.4.0 rewrites sum(table(seq(1, n), ids, r, c)) to n and prints the INT 4, although the entry
+    # (3, 5) falls outside the 4 x 4 table and is dropped (inventory 2a: table drops out-of-range entries).
+    res = _run(tmp_path, """
+        ids = matrix("1 2 5 2", 4, 1)
+        P = table(seq(1, 4), ids, 4, 4)
+        print(sum(P))
+        s = sum(P)
+        print(s)
+        """)
+    P = np.zeros((4, 4))
+    for i, j in zip(range(4), [1, 2, 5, 2]):
+        if j <= 4:
+            P[i, j - 1] += 1
+    _expect_lines(res, [java_double(P.sum()), java_double(P.sum())])
+
+
+def test_as_scalar_of_a_cell_of_a_csv_read_without_metadata(tmp_path: Path):
+    # SystemDS 3.4.0: "Variable '_Var0' does not exist in the symbol table" when the dims are unknown at
+    # compile time (CSV without .mtd) and a single cell is indexed and cast.
+    X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.5]])
+    (tmp_path / "in.csv").write_text("1,2,3\n4,5,6.5\n")
+    res = _run(tmp_path, """
+        X = read($X, format="csv", header=FALSE)
+        c = as.scalar(X[2, 3])
+        print(c)
+        print(sum(X))
+        """, {"X": str(tmp_path / "in.csv")})
+    _expect_lines(res, [java_double(X[1, 2]), java_double(X.sum())])
