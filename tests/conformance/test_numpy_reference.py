@@ -265,3 +265,30 @@ def test_as_scalar_of_a_cell_of_a_csv_read_without_metadata(tmp_path: Path):
         print(sum(X))
         """, {"X": str(tmp_path / "in.csv")})
     _expect_lines(res, [java_double(X[1, 2]), java_double(X.sum())])
+
+
+def test_standardization_after_scaling_a_read_matrix(tmp_path: Path):
+    """SystemDS 3.4.0 bug: after ``X = read(...); X = X / 10``, the expression
+    ``colSums(X^2)/n - means*means`` (autoencoder_2layer's z-transform) comes out wrong (0.0187 instead
+    of 0.3879 for the first column of the corpus X); without the division, or on a literal matrix, it
+    is right. This made autoencoder_2layer with fixed initial weights disagree from its first
+    objective value on, so that script is checked here, step by step, against NumPy instead."""
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(12, 4)) * 5, 3)
+    np.savetxt(tmp_path / "X.csv", X, delimiter=",", fmt="%.3f")
+    res = _run(tmp_path, """
+        X = read($X, format="csv")
+        X = X / 10
+        n = nrow(X)
+        means = colSums(X) / n
+        stds = sqrt((colSums(X^2)/n - means*means)*n/(n-1)) + 1e-17
+        Z = (X - means) / stds
+        print(toString(stds, decimal=12))
+        print(sum(Z^2))
+        """, {"X": str(tmp_path / "X.csv")})
+    Xs = X / 10
+    stds = Xs.std(axis=0, ddof=1) + 1e-17
+    Z = (Xs - Xs.mean(axis=0)) / stds
+    expected = [" ".join(f"{v:.12f}" for v in stds), "", java_double(float(np.sum(Z ** 2)))]
+    assert res.stdout_lines[0].split() == expected[0].split()
+    assert abs(float(res.stdout_lines[2]) - np.sum(Z ** 2)) <= 1e-9 * np.sum(Z ** 2)
