@@ -130,8 +130,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         script = parse(text, path)
         for s in script.statements:
             print(s)
-        for f in script.functions.values():
-            print(f)
+        for fd in script.functions.values():
+            print(fd)
         return 0
     prog = comp.compile_text(text, path)
     sources.update(prog.sources)

@@ -162,6 +162,7 @@ class Compiler:
         if plan is None:
             assert self.builder is not None
             b = self.builder
+            assert p.default is not None
             saved = b.env, b.ns
             b.env, b.ns = {}, key.split("::")[0] if "::" in key else ""
             try:

@@ -248,7 +248,7 @@ class Builder:
             incr = self._pred_dag(s.incr) if s.incr is not None else None
             for d, e in ((start, s.start), (stop, s.stop), (incr, s.incr)):
                 if d is not None and d.roots[0].dt not in (SCALAR, UNKNOWN):
-                    raise DMLValidationError("for loop bounds must be scalars", e.span)
+                    raise DMLValidationError("for loop bounds must be scalars", e.span if e else s.span)
             before = self._stable_loop_env(s.body, s.var)
             body = self.build_blocks(s.body)
             self.env = _merge_env(before, self.env)

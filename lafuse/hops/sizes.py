@@ -30,8 +30,10 @@ COL_AGG = {"colSums", "colMeans", "colMaxs", "colMins", "colProds", "colVars", "
 CUM_AGG = {"cumsum", "cumprod", "cummin", "cummax"}
 
 
-def scalar_value(h: Hop, known: dict[str, Any] | None = None) -> Any:
+def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
     """The value of a scalar HOP when it is a literal, a known TRead, or a simple expression of them."""
+    if h is None:
+        return None
     if h.kind == "literal":
         return h.value
     if h.op == "tread" and known is not None and h.name in known:
@@ -239,7 +241,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
         elif ms:
             r, c = ms[0].rows, ms[0].cols
     elif kind == "param_builtin":
-        a = ins[0] if ins else None
+        a = ins[0] if ins else None  # type: ignore[assignment]
         if op == "replace" and a is not None:
             r, c = a.rows, a.cols
         elif op == "table":

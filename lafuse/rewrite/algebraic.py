@@ -24,9 +24,10 @@ def _numeric(x: Hop) -> bool:
     return x.dt == MATRIX or (x.dt == SCALAR and x.vt in NUMERIC_VT)
 
 
-# scalar HOPs whose run-time value may have another type than their compile-time value type: the
-# runtime casts every other scalar result to its HOP's value type (lower.py), but not these (a loop
-# variable is typed INT even over double bounds; ifelse returns the branch's own type)
+# scalar HOPs whose run-time value is not cast to their compile-time value type: the runtime casts
+# every other scalar instruction result to its HOP's value type (lower.py), not these (a variable
+# holds whatever its writer stored, ifelse returns the taken branch's own type); replacing ``x + 0``
+# by such an ``x`` could change how the value prints
 _UNCAST_SCALAR_OPS = ("tread", "get", "fcall", "pread", "ifelse")
 
 
@@ -351,7 +352,7 @@ def simplify_sum_diag(h: Hop, ctx: Ctx) -> Hop | None:
     if not _is(d, "reorg", "diag", 1) or not ctx.single_use(d):
         return None
     x = d.inputs[0]
-    if not _square(x) or (x.cols == 1 and x.rows != 1):
+    if not _square(x):  # (an n x 1 vector with n > 1 is not square: diag(v) builds a matrix)
         return None
     return ctx.mk("trace", "agg_unary", [x], SCALAR, DOUBLE, h, {"slots": ("target",)})
 

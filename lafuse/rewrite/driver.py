@@ -35,7 +35,7 @@ def _check(dag: Dag, rule: str, ctx: Ctx | None = None) -> None:
         from lafuse.hops.validate import validate_dag
 
         try:
-            validate_dag(dag)
+            validate_dag(dag, ctx.known if ctx is not None else None)
             if ctx is not None:
                 ctx.check_consistency()
         except AssertionError as e:
@@ -101,7 +101,7 @@ def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any]
     if not rules or not dag.roots:
         return
     ctx = Ctx(cfg, dynamic, known, dag)
-    _check(dag, "<input>")
+    _check(dag, "<input>", ctx)
     for _ in range(MAX_ROUNDS):
         changed = False
         i = 0
@@ -112,7 +112,7 @@ def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any]
                     APPLIED[r.name] += 1
                     changed = True
                     ctx.invalidate()
-                    _check(dag, r.name)
+                    _check(dag, r.name, ctx)
                 i += 1
                 continue
             j = i

@@ -8,11 +8,10 @@ symbol table.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import numpy as np
 

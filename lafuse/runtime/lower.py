@@ -7,8 +7,9 @@ are cleared, so intermediates are freed as soon as nothing needs them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lafuse.hops.hop import Hop
 from lafuse.hops.program import Dag
@@ -121,12 +122,12 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]]) -> Plan:
         instrs.append(ins)
     # liveness: last reader of each register
     last: dict[int, int] = {}
-    for i, ins in enumerate(instrs):
+    for pos, ins in enumerate(instrs):
         for a in ins.args:
-            last[a] = i
+            last[a] = pos
     keep = {r for _, r in writes}
-    for a, i in last.items():
+    for a, pos in last.items():
         if a not in keep and a not in constants:
-            instrs[i].free.append(a)
+            instrs[pos].free.append(a)
     result = reg[dag.roots[0].id] if dag.roots else -1
     return Plan(instrs, len(reg), constants, writes, result)

@@ -56,7 +56,7 @@ def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
     sig = []
     for name in b._tread_names:  # type: ignore[attr-defined]
         v = st.get(name)
-        if is_matrix(v):
+        if v is not None and is_matrix(v):
             sig.append((name, v.shape))
         elif name in b._size_scalars:  # type: ignore[attr-defined]
             sig.append((name, v))
@@ -73,7 +73,7 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
     for h in new.hops():
         if h.op == "tread" and h.dt in (MATRIX, "unknown"):
             v = st.get(h.name or "")
-            if is_matrix(v):
+            if v is not None and is_matrix(v):
                 h.dt = MATRIX
                 h.rows, h.cols = v.shape
                 h.nnz = nnz(v) if exact_nnz else -1

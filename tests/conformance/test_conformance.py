@@ -50,7 +50,7 @@ cumprod cummin cummax rev inv cholesky svd var sd median quantile outer toString
 as.double as.logical ifdef floor sin cos asin acos sinh cosh tanh sign isInf isNA prod trace rowMeans rowProds
 colProds rowVars colVars rowSds colSds lower.tri upper.tri det qr lu sample bitwAnd as.frame read write assert
 als alsCG alsDS lm lmCG lmDS lmPredict normalize normalizeApply scale kmeans kmeansPredict pnmf pca
-autoencoder_2layer steplm naiveBayes dist outlier sigmoid getAccuracy confusionMatrix glm l2svm l2svmPredict
+steplm naiveBayes dist outlier sigmoid getAccuracy confusionMatrix glm l2svm l2svmPredict
 multiLogReg multiLogRegPredict
 """.split()
 

@@ -79,6 +79,7 @@ def _reshape(x: Any, rows: Any, cols: Any, byrow: bool) -> Any:
         r = cells // c if c else 0
     elif c is None:
         c = cells // r if r else 0
+    assert r is not None and c is not None
     if r * c != cells:
         raise DMLRuntimeError(
             f"Reshape matrix requires consistent numbers of input/output cells ({m}:{n}, {r}:{c}).")
