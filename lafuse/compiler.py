@@ -120,19 +120,30 @@ class Compiler:
                         if key not in order:
                             order.append(key)
 
-        collect(prog.blocks)
-        done: set[str] = set()
-        i = 0
-        while i < len(order):
-            key = order[i]
-            i += 1
-            if key in done:
-                continue
-            done.add(key)
-            fp = self.function(key, _agree(sites.get(key, [])))
-            collect(fp.blocks)
+        # fixpoint: a function is (re)compiled whenever the sizes its call sites agree on change,
+        # including sites in function bodies compiled later (a caller compiled after its callee,
+        # recursion); agreement only ever loses information, so this terminates
+        assert self.program is not None
+        used: dict[str, dict[str, VarInfo]] = {}
+        for _ in range(50):
+            sites.clear()
+            collect(prog.blocks)
+            for key in list(used):
+                collect(self.program.functions[key].blocks)
+            stale = [k for k in order if used.get(k) != _agree(sites.get(k, []))]
+            if not stale:
+                break
+            for key in stale:
+                used[key] = _agree(sites.get(key, []))
+                if key in self.program.functions:
+                    self.program.functions[key].compiled = False
+                self.function(key, used[key])
+        else:  # no fixpoint: give up on call-site sizes
+            for key in used:
+                self.program.functions[key].compiled = False
+                self.function(key)
         for key in list(prog.functions):
-            if key not in done and key in self.resolver.functions and not key.startswith("builtin::"):
+            if key not in used and key in self.resolver.functions and not key.startswith("builtin:"):
                 self.function(key)
 
     def function(self, key: str, known: dict[str, VarInfo] | None = None) -> FunctionProgram:

@@ -159,16 +159,15 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             r, c = a.cols, b.cols
         elif a.dt == MATRIX and b.dt == MATRIX:
             r, c = _bcast(a.rows, b.rows), _bcast(a.cols, b.cols)
-            if op == "*" and (a.nnz == 0 or b.nnz == 0):
-                z = 0
+            # no "X * 0 has nnz 0": 0 * NaN and 0 * Inf are NaN
         else:
             m = a if a.dt == MATRIX else b
             r, c = m.rows, m.cols
             other = b if m is a else a
             ov = scalar_value(other, known)
             if op == "*" and isinstance(ov, (int, float)) and not isinstance(ov, bool):
-                z = m.nnz if ov != 0 and math.isfinite(ov) else (0 if ov == 0 else -1)
-            elif op == "/" and m is a and isinstance(ov, (int, float)) and ov != 0:
+                z = m.nnz if ov != 0 and math.isfinite(ov) else -1  # 0 * NaN is NaN
+            elif op == "/" and m is a and isinstance(ov, (int, float)) and ov != 0 and math.isfinite(ov):
                 z = m.nnz
     elif kind == "ternary":
         ms = [i for i in ins if i.dt == MATRIX]
@@ -190,8 +189,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
     elif kind == "matmult":
         a, b = ins
         r, c = a.rows, b.cols
-        if a.nnz == 0 or b.nnz == 0:
-            z = 0
+        # no "an empty operand gives an empty product": 0 * NaN and 0 * Inf are NaN
     elif kind == "reorg":
         a = ins[0]
         if op == "t":

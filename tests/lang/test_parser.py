@@ -79,7 +79,7 @@ def test_multi_assign_equals_on_next_line():
 def test_strings_and_escapes():
     (s,) = stmts("s = 'it''s'" if False else "s = 'a\\tb\\n'")
     assert s.expr.value == "a\tb\n"
-    assert unescape('x\\"y\\\\') == 'x"y\\'
+    assert unescape('x\\"y\\\\') == 'x"y\\\\'  # SystemDS keeps a doubled backslash
 
 
 def test_plus_equals_and_ranges_and_parfor_options():
