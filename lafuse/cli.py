@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head & co.
+        sys.stderr.close()
+        return 0
     except Exception as e:  # an internal error: say so plainly, with a traceback only on request
         sys.stdout.flush()
         if cfg.debug:

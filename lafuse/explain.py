@@ -12,11 +12,13 @@ from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Pro
 
 
 def _mb(b: float) -> str:
-    if b <= 8:
-        return "[0MB]"
+    """Memory estimate, human-scaled ([76MB], [12KB], [8B]); [-] when unknown."""
     if b < 0:
-        return "[-MB]"
-    return f"[{b / 2**20:.0f}MB]" if b >= 2**20 else f"[{b / 2**20:.3g}MB]" if b > 0 else "[0MB]"
+        return "[-]"
+    for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if b >= size:
+            return f"[{b / size:.3g}{unit}]"
+    return f"[{b:.0f}B]"
 
 
 def hop_line(h: Hop) -> str:
