@@ -37,26 +37,21 @@ def _block(b: Block, live_out: set[str], prune: bool) -> set[str]:
     if isinstance(b, IfBlock):
         return _dag_reads(b.pred) | analyze(b.then_blocks, live_out, prune) | analyze(b.else_blocks, live_out, prune)
     if isinstance(b, WhileBlock):
-        loop_in = live_out | _dag_reads(b.pred)
-        for _ in range(100):
-            body_in = analyze(b.body, loop_in, prune=False)
-            new = loop_in | body_in
-            if new == loop_in:
-                break
-            loop_in = new
-        if prune:
-            analyze(b.body, loop_in, prune=True)
-        return loop_in
+        return _loop(b.body, live_out | _dag_reads(b.pred), set(), prune)
     if isinstance(b, ForBlock):
         bounds = _dag_reads(b.start) | _dag_reads(b.stop) | _dag_reads(b.incr)
-        loop_in = set(live_out)
-        for _ in range(100):
-            body_in = analyze(b.body, loop_in, prune=False) - {b.var}
-            new = loop_in | body_in
-            if new == loop_in:
-                break
-            loop_in = new
-        if prune:
-            analyze(b.body, loop_in, prune=True)
-        return loop_in | bounds
+        return _loop(b.body, set(live_out), {b.var}, prune) | bounds
     return set(live_out)
+
+
+def _loop(body: list[Block], loop_in: set[str], defined: set[str], prune: bool) -> set[str]:
+    """Fixpoint for a loop: what the body reads may be live at the loop head on every iteration.
+    ``defined`` holds variables the loop itself sets (the for variable)."""
+    for _ in range(100):
+        new = loop_in | (analyze(body, loop_in, prune=False) - defined)
+        if new == loop_in:
+            break
+        loop_in = new
+    if prune:
+        analyze(body, loop_in, prune=True)
+    return loop_in

@@ -41,7 +41,7 @@ def _fail(msg: str, h: Hop | None = None) -> None:
     where = ""
     if h is not None:
         where = f" at {h!r}"
-        if h.span is not None and getattr(h.span, "line", 0):
+        if h.span is not None and h.span.line:
             where += f" (line {h.span.line})"
     raise AssertionError(msg + where)
 

@@ -42,20 +42,9 @@ def _kernel_table() -> dict[str, Any]:
 
 def _norm(v: Any) -> Any:
     """NumPy scalars to the Python scalar types of the runtime value contract."""
-    if isinstance(v, (bool, int, float, str)):
-        return v
-    try:
-        import numpy as np
+    from lafuse.runtime.local.kernels_common import norm_scalar
 
-        if isinstance(v, np.bool_):
-            return bool(v)
-        if isinstance(v, np.integer):
-            return int(v)
-        if isinstance(v, np.floating):
-            return float(v)
-    except ImportError:  # pragma: no cover
-        pass
-    return v
+    return norm_scalar(v)
 
 
 def _type_ok(v: Any, vt: str) -> bool:

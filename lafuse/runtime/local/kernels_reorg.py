@@ -270,15 +270,22 @@ def _valid(lo: int, hi: int, dim: int) -> bool:
     return 1 <= lo <= hi <= dim
 
 
+def _checked_bounds(shape: tuple[int, int], rl: Any, ru: Any, cl: Any, cu: Any, dims: str) -> tuple[int, ...]:
+    """1-based inclusive bounds, validated; ``dims`` is how the message spells the matrix size
+    (SystemDS words right and left indexing errors differently)."""
+    r0, r1, c0, c1 = _bounds(shape, rl, ru, cl, cu)
+    if not (_valid(r0, r1, shape[0]) and _valid(c0, c1, shape[1])):
+        raise DMLRuntimeError(f"Invalid values for matrix indexing: [{r0}:{r1},{c0}:{c1}] "
+                              f"must be within matrix dimensions {dims}")
+    return r0, r1, c0, c1
+
+
 def k_rix(x: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None) -> Any:
     """Right indexing ``X[rl:ru, cl:cu]``; always a matrix (or frame for a frame)."""
     if not (is_mat(x) or isinstance(x, Frame)):
         raise DMLRuntimeError(f"cannot index into a {type_name(x)}")
     m, n = x.shape
-    r0, r1, c0, c1 = _bounds((m, n), rl, ru, cl, cu)
-    if not (_valid(r0, r1, m) and _valid(c0, c1, n)):
-        raise DMLRuntimeError(f"Invalid values for matrix indexing: [{r0}:{r1},{c0}:{c1}] "
-                              f"must be within matrix dimensions [{m},{n}]")
+    r0, r1, c0, c1 = _checked_bounds((m, n), rl, ru, cl, cu, f"[{m},{n}]")
     if isinstance(x, Frame):
         cols = [list(c[r0 - 1:r1]) for c in x.columns[c0 - 1:c1]]
         names = list(x.names[c0 - 1:c1]) if x.names else []
@@ -295,10 +302,7 @@ def k_lix(x: Any, y: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: An
     if not is_mat(x):
         raise DMLRuntimeError(f"cannot left-index into a {type_name(x)}")
     m, n = x.shape
-    r0, r1, c0, c1 = _bounds((m, n), rl, ru, cl, cu)
-    if not (_valid(r0, r1, m) and _valid(c0, c1, n)):
-        raise DMLRuntimeError(f"Invalid values for matrix indexing: [{r0}:{r1},{c0}:{c1}] "
-                              f"must be within matrix dimensions [{m}x{n}].")
+    r0, r1, c0, c1 = _checked_bounds((m, n), rl, ru, cl, cu, f"[{m}x{n}].")
     h, w = r1 - r0 + 1, c1 - c0 + 1
     y = norm_scalar(y)
     if is_mat(y):
