@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.printing import java_double_str

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.values import Frame, ListValue, is_matrix

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction
 MIN_SPARSE_CELLS = 1024  # tiny matrices stay dense; format changes cost more than they save

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.values import MIN_SPARSE_CELLS, SPARSITY_TURN_POINT, Frame, ListValue

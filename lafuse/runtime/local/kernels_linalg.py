@@ -15,8 +15,7 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
-import scipy.sparse as sp
+from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
@@ -323,6 +322,8 @@ def k_lu(x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = A.shape[0]
     if n == 0:
         return A, A.copy(), A.copy()
+    import scipy.linalg as sla  # imported on use: SciPy's import is slow
+
     p, L, U = sla.lu(A)
     if np.any(np.abs(np.diagonal(U)) < 1e-11):
         raise DMLRuntimeError("LU Decomposition can only be done on a non-singular matrix.")

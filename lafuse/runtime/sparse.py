@@ -1,0 +1,28 @@
+"""``scipy.sparse``, imported on first real use.
+
+Why: importing SciPy costs ~0.1 s (its array-API layer pulls in numpy.f2py), more than a whole
+small dense script. ``issparse`` answers without importing: a value can only be a SciPy sparse
+matrix if SciPy was imported already.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+class _LazySparse:
+    def issparse(self, x: Any) -> bool:
+        m = sys.modules.get("scipy.sparse")
+        return m is not None and m.issparse(x)
+
+    def __getattr__(self, name: str) -> Any:
+        import scipy.sparse as mod
+
+        value = getattr(mod, name)
+        if name != "issparse":
+            setattr(self, name, value)  # later lookups skip __getattr__
+        return value
+
+
+sp: Any = _LazySparse()
