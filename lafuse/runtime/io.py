@@ -35,10 +35,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.printing import java_double_str
+from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue, choose_format, is_matrix, is_sparse, nnz
 
 MATRIX_FORMATS = ("csv", "text", "mm", "binary", "npy")

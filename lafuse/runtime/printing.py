@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue, is_matrix
 
 # ---------------------------------------------------------------------------------------------

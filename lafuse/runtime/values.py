@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from lafuse.runtime.sparse import sp
 
 SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction

@@ -20,7 +20,6 @@ import math
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (
@@ -37,6 +36,7 @@ from lafuse.runtime.local.kernels_common import (
     vec1d,
 )
 from lafuse.runtime.local.kernels_elementwise import binary
+from lafuse.runtime.sparse import sp
 
 ndarray = np.ndarray
 

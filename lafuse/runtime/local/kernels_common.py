@@ -11,9 +11,9 @@ import math
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import MIN_SPARSE_CELLS, SPARSITY_TURN_POINT, Frame, ListValue
 
 F64 = np.float64

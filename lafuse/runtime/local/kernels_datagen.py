@@ -19,7 +19,6 @@ import math
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (
@@ -34,6 +33,7 @@ from lafuse.runtime.local.kernels_common import (
     trunc_index,
     type_name,
 )
+from lafuse.runtime.sparse import sp
 
 
 def _dim(v: Any, what: str, fname: str) -> int:

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (
@@ -48,6 +47,7 @@ from lafuse.runtime.local.kernels_common import (
     to_long_eps,
     type_name,
 )
+from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import MIN_SPARSE_CELLS, SPARSITY_TURN_POINT
 
 ndarray = np.ndarray

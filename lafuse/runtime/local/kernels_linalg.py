@@ -15,10 +15,10 @@ import math
 from typing import Any
 
 import numpy as np
-from lafuse.runtime.sparse import sp
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
+from lafuse.runtime.sparse import sp
 
 ndarray = np.ndarray
 _EPS = 2.0**-53  # commons-math Precision.EPSILON
