@@ -7,3 +7,11 @@ import os
 
 os.environ.setdefault("LAFUSE_CHECK_METADATA", "1")
 os.environ.setdefault("LAFUSE_VALIDATE", "1")
+
+from hypothesis import settings  # noqa: E402
+
+# CI runs a fixed, reproducible example set (a red CI must mean a real regression); local runs
+# explore new random examples each time
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
