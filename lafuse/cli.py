@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _nvargs(items: list[str]) -> dict[str, Any]:
-    from lafuse.hops.builder import parse_cmdline_value
+    from lafuse.hops.resolver import parse_cmdline_value
 
     out: dict[str, Any] = {}
     for it in items:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.inline is None and ns.script is None:
         print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
         return 2
-    from lafuse.hops.builder import parse_cmdline_value
+    from lafuse.hops.resolver import parse_cmdline_value
 
     sources: dict[str, str] = {}
     try:

@@ -15,9 +15,10 @@ from typing import Any, TextIO
 from lafuse import config as cfgmod
 from lafuse import rewrite
 from lafuse.hops import liveness, sizes
-from lafuse.hops.builder import Builder, FunctionResolver, VarInfo
+from lafuse.hops.builder import Builder
 from lafuse.hops.hop import MATRIX
 from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, iter_blocks
+from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.runtime.lower import Plan, lower

@@ -29,7 +29,6 @@ from typing import Any
 
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler
-from lafuse.hops.builder import parse_cmdline_value
 from lafuse.hops.hop import Hop, walk
 from lafuse.hops.program import (
     Dag,
@@ -41,6 +40,7 @@ from lafuse.hops.program import (
     block_dags,
     iter_blocks,
 )
+from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.hops.validate import validate_dag, validate_program
 from lafuse.rewrite.mmchain import render
 

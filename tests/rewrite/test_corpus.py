@@ -29,7 +29,7 @@ def _run(sc: corpus.Script, cfg: Config, inputs: Path, out: Path, monkeypatch) -
 
 
 def _typed(v: str):
-    from lafuse.hops.builder import parse_cmdline_value
+    from lafuse.hops.resolver import parse_cmdline_value
 
     return parse_cmdline_value(v)
 
