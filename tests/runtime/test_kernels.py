@@ -811,9 +811,12 @@ def test_rand():
     assert_same(X, r(100, 50, 2, 5, 1.0, "uniform", 7, 1.0))  # seeded: reproducible
     Y = r(3, 2, 5, 2, 1.0, "uniform", 1, 1.0)
     assert Y.min() >= 2 and Y.max() <= 5  # min > max is allowed
+    # SystemDS draws sparse positions at random (skips or per-cell draws), so the non-zero count is
+    # only near sparsity * cells (verified against SystemDS 3.4 in test_sdsrand.py)
     S = r(1000, 100, 0, 1, 0.1, "uniform", 3, 1.0)
-    assert sp.issparse(S) and S.nnz == 10000
-    assert D(r(10, 10, 3, 3, 0.5, "uniform", 1, 1.0)).astype(bool).sum() == 50
+    assert sp.issparse(S) and abs(S.nnz - 10000) < 400
+    half = D(r(10, 10, 3, 3, 0.5, "uniform", 1, 1.0))
+    assert 30 <= half.astype(bool).sum() <= 70 and set(np.unique(half)) <= {0.0, 3.0}
     N = r(1000, 100, 5, 10, 1.0, "NORMAL", 3, 1.0)
     assert abs(N.mean()) < 0.05 and abs(N.std() - 1) < 0.05
     P = r(1000, 100, 0, 1, 1.0, "Poisson", 3, 3.0)

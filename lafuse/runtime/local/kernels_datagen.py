@@ -9,18 +9,24 @@ SystemDS behaviour reproduced here (verified with the 3.4 jar):
   its length is SystemDS's ``getSeqLength``; an increment of 1 counts down when ``from > to``,
   other wrong-sign increments are errors.
 * ``rand``: uniform in [min, max) (min > max is allowed), ``normal`` ignores min/max, ``poisson``
-  uses ``lambda``; the number of non-zeros is exactly round(sparsity * cells). Random streams come
-  from NumPy, not SystemDS's generator.
+  uses ``lambda``. Uniform and normal values come from ``sdsrand``, a bit-exact emulation of
+  SystemDS's generator (per-block Well1024a seeds, java.util.Random streams), so a seeded rand
+  gives SystemDS's matrix. With ``sparsity < 1`` SystemDS's non-zero count is random (about
+  sparsity * cells); that exact emulation is on by default (``EXACT_SPARSE_RAND``; the environment
+  variable ``LAFUSE_SDS_SPARSE_RAND=0`` switches it off); when it is off, and for poisson, NumPy
+  streams are used and the number of non-zeros is exactly round(sparsity * cells).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.runtime.local import sdsrand
 from lafuse.runtime.local.kernels_common import (
     F64,
     fmt_owned,
@@ -34,6 +40,9 @@ from lafuse.runtime.local.kernels_common import (
     type_name,
 )
 from lafuse.runtime.sparse import sp
+
+# SystemDS-exact positions/values for sparse uniform/normal rand (see module docstring).
+EXACT_SPARSE_RAND = os.environ.get("LAFUSE_SDS_SPARSE_RAND", "1") not in ("", "0")
 
 
 def _dim(v: Any, what: str, fname: str) -> int:
@@ -127,6 +136,8 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
 
     if dist == "uniform" and lo == 0.0 and hi == 0.0:
         return _fill(0.0, r, c)
+    if dist != "poisson" and (spars >= 1.0 or EXACT_SPARSE_RAND):
+        return _sds_rand(r, c, lo, hi, spars, dist, seed)
     if k == cells:
         return draw(cells).reshape(r, c)
     pos = np.sort(rng.choice(cells, size=k, replace=False)) if k else np.zeros(0, dtype=np.int64)
@@ -141,6 +152,24 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
     out = np.zeros(cells)
     out[pos] = vals
     return out.reshape(r, c)
+
+
+def _sds_rand(r: int, c: int, lo: float, hi: float, spars: float, dist: str, seed: Any) -> Any:
+    s = -1 if seed is None else trunc_index(seed, "rand")
+    res = sdsrand.sds_rand(r, c, lo, hi, spars, dist, sdsrand.random_seed() if s == -1 else s)
+    if not isinstance(res, tuple):
+        if spars >= 1.0:
+            return res
+        rr, cc = np.nonzero(res)
+        res = (rr, cc, res[rr, cc])
+    rr, cc, vals = res
+    if sparse_result_ok(r, c, len(vals)):
+        S = sp.coo_array((vals, (rr, cc)), shape=(r, c)).tocsr()
+        S.eliminate_zeros()
+        return S
+    out = np.zeros((r, c), dtype=F64)
+    out[rr, cc] = vals
+    return out
 
 
 def _seq_len(frm: float, to: float, incr: float) -> int:
