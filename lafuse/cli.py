@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--no-rewrites", action="store_true", help="switch off HOP rewrites")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "explain":
-            r.add_argument("--until", default="hops", choices=("parsed", "hops", "rewritten", "runtime"))
+            r.add_argument("--until", default="rewritten", choices=("parsed", "hops", "rewritten", "runtime"),
+                           help="stage to print: parsed (AST), hops (as built, before rewrites), "
+                                "rewritten (after rewrites and size propagation), runtime (instructions)")
     return p
 
 
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if ns.cmd == "explain":
         cfg = cfg.with_(explain="runtime" if ns.until == "runtime" else "hops")
+        if ns.until == "hops":
+            cfg = cfg.with_(rewrites=False)
     if ns.inline is None and ns.script is None:
         print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
         return 2

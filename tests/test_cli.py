@@ -72,6 +72,10 @@ def test_explain_runtime_and_explain_subcommand(linreg: Path):
     assert re.search(r"^------CP assignvar _r\d+ beta$", r.stdout, re.M)
     r = lafuse("explain", str(linreg), "--until", "hops")
     assert r.returncode == 0 and "sum(beta) = 14" not in r.stdout and "ba(%*%)" in r.stdout
+    # before rewrites the DAG still has the ncol(X) HOP; after them it is folded to a literal
+    assert "u(ncol)" in r.stdout
+    r = lafuse("explain", str(linreg), "--until", "rewritten")
+    assert r.returncode == 0 and "u(ncol)" not in r.stdout and "ba(%*%)" in r.stdout
 
 
 def test_explain_recompile_hops_shows_learned_sizes(tmp_path: Path):
