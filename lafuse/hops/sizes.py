@@ -76,10 +76,13 @@ def _arg(h: Hop, name: str) -> Hop | None:
     return None
 
 
-def _bcast(a: int, b: int) -> int:
-    if a < 0 or b < 0:
-        return max(a, b) if min(a, b) == 1 else -1 if a != b else a
-    return max(a, b)
+def broadcast_dim(a: int, b: int) -> int:
+    """Size of a broadcast dimension: a side of 1 takes the other side (which may be 0)."""
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    return a if a == b else -1
 
 
 def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
@@ -158,7 +161,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
         if op == "solve":
             r, c = a.cols, b.cols
         elif a.dt == MATRIX and b.dt == MATRIX:
-            r, c = _bcast(a.rows, b.rows), _bcast(a.cols, b.cols)
+            r, c = broadcast_dim(a.rows, b.rows), broadcast_dim(a.cols, b.cols)
             # no "X * 0 has nnz 0": 0 * NaN and 0 * Inf are NaN
         else:
             m = a if a.dt == MATRIX else b
@@ -174,7 +177,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
         if ms:
             r, c = ms[0].rows, ms[0].cols
             for m in ms[1:]:
-                r, c = _bcast(r, m.rows), _bcast(c, m.cols)
+                r, c = broadcast_dim(r, m.rows), broadcast_dim(c, m.cols)
     elif kind == "agg_unary":
         a = ins[0]
         if op in ROW_AGG:

@@ -27,6 +27,7 @@ from typing import Any
 from lafuse.hops import sizes
 from lafuse.hops.hop import FRAME, LIST, MATRIX, SCALAR, Hop
 from lafuse.hops.program import Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock, iter_blocks
+from lafuse.hops.sizes import broadcast_dim
 
 _STATEMENT_ONLY = {"print", "write", "stop", "assert"}
 _FULL_AGG = {"sum", "mean", "prod", "var", "sd", "trace", "median"}
@@ -151,7 +152,7 @@ def _check_types_and_dims(h: Hop, known: dict[str, Any] | None) -> None:
             if not (_bcast_ok(a.rows, b.rows) and _bcast_ok(a.cols, b.cols)):
                 _fail(f"element-wise '{op}' dims are incompatible: {a.rows}x{a.cols} vs {b.rows}x{b.cols}", h)
             if h.dims_known and a.dims_known and b.dims_known and \
-                    (h.rows, h.cols) != (max(a.rows, b.rows), max(a.cols, b.cols)):
+                    (h.rows, h.cols) != (broadcast_dim(a.rows, b.rows), broadcast_dim(a.cols, b.cols)):
                 _fail(f"element-wise '{op}' result {h.rows}x{h.cols} from {a.rows}x{a.cols} and {b.rows}x{b.cols}", h)
         elif MATRIX in (a.dt, b.dt):
             m = a if a.dt == MATRIX else b

@@ -312,6 +312,8 @@ def fold_scalar_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
             cv, sv = num_literal(c), num_literal(s)
             if cv is None or sv is None or max(abs(cv), abs(sv)) > 2**26:
                 continue
+            if h.op == "*" and cv * sv == 0 and (cv < 0 or sv < 0):
+                continue  # the cells hold -0.0 (IEEE: -1 * 0.0); the INT product 0 would drop the sign
         if not (ctx.pure(s) or ctx.pure(g)):
             continue
         val = ctx.binary(h.op, c, s, h) if g_left else ctx.binary(h.op, s, c, h)

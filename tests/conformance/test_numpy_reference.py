@@ -292,3 +292,162 @@ def test_standardization_after_scaling_a_read_matrix(tmp_path: Path):
     expected = [" ".join(f"{v:.12f}" for v in stds), "", java_double(float(np.sum(Z ** 2)))]
     assert res.stdout_lines[0].split() == expected[0].split()
     assert abs(float(res.stdout_lines[2]) - np.sum(Z ** 2)) <= 1e-9 * np.sum(Z ** 2)
+
+
+def _tostring(M) -> list[str]:
+    """toString(M) with the defaults (3 decimals, ' ' between cells), then the blank line print adds."""
+    def cell(x: float) -> str:
+        if math.isnan(x):
+            return "NaN"
+        if math.isinf(x):
+            return "Infinity" if x > 0 else "-Infinity"
+        return f"{x:.3f}"
+    return [" ".join(cell(float(x)) for x in row) for row in np.atleast_2d(np.asarray(M, dtype=float))] + [""]
+
+
+def test_matrix_times_zero_keeps_nan_and_inf(tmp_path: Path):
+    # SystemDS 3.4.0 simplifies X * 0 to a matrix of zeros (dense and sparse X), although NaN * 0 and
+    # Inf * 0 are NaN (found by corpus script 086 / 100).
+    res = _run(tmp_path, """
+        A = matrix("1 2 3 4 5 6", 2, 3)
+        A[1, 2] = 0 / 0
+        A[2, 1] = 1 / 0
+        A[2, 3] = -1 / 0
+        print(toString(A * 0))
+        X = table(seq(1, 5), seq(1, 5) * 3, matrix("1 2 3 4 5", 5, 1), 50, 50)
+        X[2, 6] = 0 / 0
+        X[4, 12] = 1 / 0
+        Y = X * 0
+        print(sum(isNaN(Y)))
+        """)
+    A = np.array([[1, np.nan, 3], [np.inf, 5, -np.inf]])
+    X = np.zeros((50, 50))
+    for k in range(1, 6):
+        X[k - 1, 3 * k - 1] = k
+    X[1, 5], X[3, 11] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        expected = _tostring(A * 0) + [java_double(float(np.isnan(X * 0).sum()))]
+    _expect_lines(res, expected)
+
+
+def test_sum_with_nan_or_opposite_infinities_is_nan(tmp_path: Path):
+    # SystemDS 3.4.0's (Kahan) sum gives -Infinity for [1 Inf; -Inf 4] and Infinity for a sparse matrix holding
+    # NaN and Inf; IEEE addition gives NaN in both cases (found by corpus scripts 087 / 100).
+    res = _run(tmp_path, """
+        D = matrix("1 2 3 4", 2, 2)
+        D[1, 2] = 1 / 0
+        D[2, 1] = -1 / 0
+        print(sum(D))
+        X = table(seq(1, 5), seq(1, 5) * 3, matrix("1 2 3 4 5", 5, 1), 50, 50)
+        X[2, 6] = 0 / 0
+        X[4, 12] = 1 / 0
+        print(sum(X))
+        """)
+    D = np.array([[1, np.inf], [-np.inf, 4]])
+    X = np.zeros((50, 50))
+    for k in range(1, 6):
+        X[k - 1, 3 * k - 1] = k
+    X[1, 5], X[3, 11] = np.nan, np.inf
+    _expect_lines(res, [java_double(float(D.sum())), java_double(float(X.sum()))])
+
+
+def test_nnz_count_of_seeded_sparse_rand_is_exact(tmp_path: Path):
+    # SystemDS 3.4.0 rewrites sum(X != 0) for X = rand(..., sparsity=s) into the compile-time nnz estimate
+    # s * rows * cols and prints it as an INT (40 here, and 6000 for 200x100 at 0.3), although the generated
+    # matrix has a different number of non-zeros (its own sum(X > 0) says 50). Counted here from the written
+    # matrix (found by corpus scripts 093 / 094).
+    out = tmp_path / "S.txt"
+    res = _run(tmp_path, """
+        S = rand(rows=2000, cols=2000, sparsity=0.00001, seed=5)
+        print(sum(S != 0))
+        B = S != 0
+        print(sum(B))
+        write(S, $S, format="text")
+        """, {"S": str(out)})
+    ijv = np.loadtxt(out, ndmin=2)
+    nnz = float(np.count_nonzero(ijv[:, 2])) if ijv.size else 0.0
+    _expect_lines(res, [java_double(nnz), java_double(nnz)])
+
+
+def test_copy_taken_inside_a_loop_is_not_updated_in_place(tmp_path: Path):
+    # SystemDS 3.4.0: Q2 = P inside an if in a for loop, then P[, k] = ... in the next iteration also changes
+    # Q2 (update-in-place ignores the alias) when Q = P was taken before the loop (found by corpus script 095).
+    res = _run(tmp_path, """
+        P = matrix(seq(1, 6), 2, 3)
+        Q = P
+        for (k in 1:3) {
+          P[, k] = P[, k] * 10
+          if (k == 2) Q2 = P
+        }
+        print(toString(Q))
+        print(toString(Q2))
+        print(toString(P))
+        """)
+    P = np.arange(1.0, 7.0).reshape(2, 3)
+    Q = P.copy()
+    for k in range(3):
+        P[:, k] *= 10
+        if k == 1:
+            Q2 = P.copy()
+    _expect_lines(res, _tostring(Q) + _tostring(Q2) + _tostring(P))
+
+
+def test_order_ascending_puts_nan_last(tmp_path: Path):
+    # SystemDS 3.4.0: order(target=X, by=1, index.return=TRUE) on [3 NaN 4 1 5 9] returns 1 2 4 3 5 6, which is
+    # not a sorting permutation at all; NaN sorts last (as largest, like the decreasing order SystemDS gives:
+    # NaN 9 5 4 3 1) (found by corpus script 104).
+    res = _run(tmp_path, """
+        X = matrix("3 1 4 1 5 9", 6, 1)
+        X[2, 1] = 0 / 0
+        print(toString(t(order(target=X, by=1, index.return=TRUE))))
+        print(toString(t(order(target=X, by=1))))
+        """)
+    x = np.array([3, np.nan, 4, 1, 5, 9])
+    idx = np.argsort(x, kind="stable")
+    _expect_lines(res, _tostring(idx + 1) + _tostring(x[idx]))
+
+
+def test_tostring_of_a_row_picked_by_a_computed_index(tmp_path: Path):
+    # SystemDS 3.4.0: NullPointerException ("cacheData" is null) in toString(v[i, ]) with
+    # i = as.integer(as.scalar(v[1, 1])) in this statement block; smaller variants of the block run fine
+    # (found by corpus script 099).
+    res = _run(tmp_path, """
+        o = matrix(4, 1, 1)
+        v = matrix("3 1 2", 3, 1)
+        u = t(v) %*% v
+        print(as.scalar(u))
+        if (as.scalar(u) == 14) print("u is 14")
+        d = as.scalar(v[1, 1]) / as.scalar(v[3, 1])
+        print(d)
+        i = as.integer(as.scalar(v[1, 1]))
+        print(i)
+        print(toString(v[i, ]))
+        m = matrix(0, 3, 3)
+        m[2, 2] = o
+        m[1, 3] = as.scalar(o) / 8
+        print(toString(m))
+        print(toString(removeEmpty(target=o, margin="rows")))
+        print(toString(order(target=o, by=1)))
+        print(toString(table(o, o)))
+        print(toString(diag(o)))
+        print(toString(solve(o, o * 3)))
+        print(toString(inv(o)))
+        print(det(o))
+        print(toString(o ^ 0.5))
+        print(toString(ifelse(o > 3, o, 0)))
+        print(toString(sqrt(o) + o %% 3))
+        """)
+    o = np.array([[4.0]])
+    v = np.array([[3.0], [1.0], [2.0]])
+    u = v.T @ v
+    i = int(v[0, 0])
+    m = np.zeros((3, 3))
+    m[1, 1] = o[0, 0]
+    m[0, 2] = o[0, 0] / 8
+    tab = np.zeros((4, 4))
+    tab[3, 3] = 1
+    expected = ([java_double(u[0, 0]), "u is 14", java_double(v[0, 0] / v[2, 0]), str(i)] + _tostring(v[i - 1])
+                + _tostring(m) + _tostring(o) + _tostring(o) + _tostring(tab) + _tostring(o)
+                + _tostring(np.linalg.solve(o, 3 * o)) + _tostring(np.linalg.inv(o)) + [java_double(np.linalg.det(o))]
+                + _tostring(o ** 0.5) + _tostring(np.where(o > 3, o, 0)) + _tostring(np.sqrt(o) + o % 3))
+    _expect_lines(res, expected)
