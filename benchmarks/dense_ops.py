@@ -1,8 +1,11 @@
 """Ten plain dense operations on 5000x1000: lafuse vs the same NumPy code, side by side.
 
-Measures (a) operation time: lafuse's execution phase (after parse/compile, which `--stats`
-reports separately) against the same ten NumPy calls, and (b) whole-process wall time of
-`lafuse run` against `python -c <numpy script>`. Runs interleaved, reports medians and ratios.
+Both sides load the same input matrix from one ``.npy`` file (lafuse's rand is SystemDS's
+generator, NumPy's is another, so generating the data would compare generators). Measures
+(a) operation time: lafuse's instruction time (``--stats`` heavy hitters, the read excluded)
+against the same ten NumPy calls, and (b) whole-process wall time of ``lafuse run`` against
+``python -c <numpy script>``, both reading the file. Runs interleaved; reports medians, min-max
+and ratios.
 
     .venv/bin/python benchmarks/dense_ops.py [--rows 5000 --cols 1000 --reps 7]
 """
@@ -15,12 +18,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "examples", "dense_ops.dml")
 
 # the ten operations, once: run in-process by numpy_ops and as a script by the wall-time runner
 OPS = """
@@ -36,36 +37,43 @@ P = np.sqrt(Q)
 s = float(P.sum())
 """
 _OPS_CODE = compile(OPS, "<ops>", "exec")
-NUMPY_SRC = (
-    "import numpy as np, sys\n"
-    "rows, cols = int(sys.argv[1]), int(sys.argv[2])\n"
-    "X = np.random.default_rng(7).random((rows, cols))\n" + OPS + "print(repr(s))\n"
-)
+NUMPY_SRC = "import numpy as np, sys\nX = np.load(sys.argv[1])\n" + OPS + "print(repr(s))\n"
+DML = """
+X = read($X, format="binary")
+Y = X * 2.0
+Z = Y + X
+W = Z / 3.0
+V = W - 0.5
+U = abs(V)
+S = U * X
+R = exp(S)
+Q = R + Y
+P = sqrt(Q)
+print(sum(P))
+"""
 
 
-def numpy_ops(rows: int, cols: int) -> tuple[float, float]:
-    ns = {"np": np, "X": np.random.default_rng(7).random((rows, cols))}
+def numpy_ops(X: np.ndarray) -> tuple[float, float]:
+    ns = {"np": np, "X": X}
     t0 = time.perf_counter()
     exec(_OPS_CODE, ns)
     return time.perf_counter() - t0, ns["s"]
 
 
-def lafuse_ops(rows: int, cols: int) -> tuple[float, float]:
-    """Execution time of the ten operations inside lafuse (rand excluded, as for NumPy)."""
+def lafuse_ops(script: str, path: str) -> tuple[float, float]:
+    """Instruction time of the ten operations inside lafuse (the read excluded, as for NumPy)."""
     from lafuse import config as cfgmod
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
     from lafuse.stats import Stats
 
-    with open(SCRIPT) as f:
-        text = f.read()
     stats = Stats()
     with cfgmod.using(cfgmod.Config(stats=True)):
-        comp = Compiler(cfgmod.get(), {"rows": rows, "cols": cols}, stats=stats)
-        prog = comp.compile_text(text, SCRIPT)
+        comp = Compiler(cfgmod.get(), {"X": path}, stats=stats)
+        prog = comp.compile_text(DML, script)
         buf = io.StringIO()
         Interpreter(prog, comp, out=buf, stats=stats).run()
-    ops = sum(t for op, t in stats.op_time.items() if op not in ("rand", "print", "tread"))
+    ops = sum(t for op, t in stats.op_time.items() if op not in ("pread", "print", "tread"))
     return ops, float(buf.getvalue().strip())
 
 
@@ -81,16 +89,22 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=7)
     a = ap.parse_args()
-    lf_t, np_t, lf_w, np_w = [], [], [], []
-    for _ in range(a.reps):
-        t, s1 = lafuse_ops(a.rows, a.cols)
-        lf_t.append(t)
-        t, s2 = numpy_ops(a.rows, a.cols)
-        np_t.append(t)
-        assert abs(s1 - s2) <= 1e-9 * abs(s2), (s1, s2)
-        lf_w.append(wall([sys.executable, "-m", "lafuse", "run", SCRIPT, "--nvargs", f"rows={a.rows}",
-                          f"cols={a.cols}"]))
-        np_w.append(wall([sys.executable, "-c", NUMPY_SRC, str(a.rows), str(a.cols)]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "X.npy")
+        X = np.random.default_rng(7).random((a.rows, a.cols))
+        np.save(path, X)
+        script = os.path.join(tmp, "dense_ops.dml")
+        with open(script, "w") as f:
+            f.write(DML)
+        lf_t, np_t, lf_w, np_w = [], [], [], []
+        for _ in range(a.reps):
+            t, s1 = lafuse_ops(script, path)
+            lf_t.append(t)
+            t, s2 = numpy_ops(X)
+            np_t.append(t)
+            assert abs(s1 - s2) <= 1e-9 * abs(s2), (s1, s2)
+            lf_w.append(wall([sys.executable, "-m", "lafuse", "run", script, "--nvargs", f"X={path}"]))
+            np_w.append(wall([sys.executable, "-c", NUMPY_SRC, path]))
     med = statistics.median
     print(f"ten dense operations on {a.rows}x{a.cols}, median of {a.reps} interleaved runs")
     print(f"  operation time: lafuse {med(lf_t) * 1e3:8.1f} ms  numpy {med(np_t) * 1e3:8.1f} ms  "
