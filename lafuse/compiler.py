@@ -45,15 +45,20 @@ class Compiler:
         self.kernels = KERNELS
 
     # ------------------------------------------------------------ main program
-    def compile_text(self, text: str, path: str = "<string>") -> Program:
+    def compile_text(self, text: str, path: str = "<string>", inputs: dict[str, Any] | None = None,
+                     outputs: tuple[str, ...] = ()) -> Program:
+        """``inputs``: values bound before the script runs (their types and sizes are known to the
+        compiler); ``outputs``: variables that must survive dead-code removal (live at the end)."""
         t0 = time.perf_counter()
         script = parse(text, path)
         t1 = time.perf_counter()
         self.builder = Builder(self.resolver, self.nvargs, self.pos_args, path)
+        for name, v in (inputs or {}).items():
+            self.builder.env[name] = _var_info(v)
         prog = self.builder.build_program(script)
         prog.sources[path] = text
         prog.sources.update(self.resolver.sources)
-        liveness.analyze(prog.blocks, set())
+        liveness.analyze(prog.blocks, set(outputs))
         prog.blocks = self.optimize_blocks(prog.blocks)
         self.program = prog
         self._in_compile = True  # function compile time is part of this span: count it once
@@ -218,6 +223,54 @@ def _dags(b: Any) -> list[Dag]:
     from lafuse.hops.program import block_dags
 
     return block_dags(b)
+
+
+def _var_info(v: Any) -> VarInfo:
+    from lafuse.runtime.values import Frame, ListValue, is_matrix, nnz
+
+    if is_matrix(v):
+        return VarInfo(MATRIX, "double", v.shape[0], v.shape[1], nnz(v))
+    if isinstance(v, bool):
+        return VarInfo("scalar", "boolean")
+    if isinstance(v, int):
+        return VarInfo("scalar", "int")
+    if isinstance(v, float):
+        return VarInfo("scalar", "double")
+    if isinstance(v, str):
+        return VarInfo("scalar", "string")
+    if isinstance(v, Frame):
+        return VarInfo("frame", "unknown", *v.shape)
+    if isinstance(v, ListValue):
+        return VarInfo("list", "unknown")
+    raise TypeError(f"cannot pass a {type(v).__name__} to DML")
+
+
+def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str, ...] | list[str] = (),
+            nvargs: dict[str, Any] | None = None, cfg: cfgmod.Config | None = None,
+            out: TextIO | None = None) -> dict[str, Any]:
+    """Run a DML script from Python: ``inputs`` are bound as variables (NumPy arrays, SciPy sparse
+    matrices, Python scalars), ``outputs`` are returned by name.
+
+    >>> import numpy as np, lafuse
+    >>> lafuse.run_dml("Y = t(X) %*% X", inputs={"X": np.ones((3, 2))}, outputs=["Y"])["Y"]
+    array([[3., 3.],
+           [3., 3.]])
+    """
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.runtime.values import as_matrix_value
+
+    bound = {k: (as_matrix_value(v) if hasattr(v, "shape") or isinstance(v, list) else v)
+             for k, v in (inputs or {}).items()}
+    with cfgmod.using(cfg or cfgmod.get()):
+        comp = Compiler(cfgmod.get(), nvargs)
+        prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
+        st = Interpreter(prog, comp, out=out).run(dict(bound))
+    missing = [o for o in outputs if o not in st]
+    if missing:
+        from lafuse.errors import DMLRuntimeError
+
+        raise DMLRuntimeError(f"the script did not assign the requested output(s): {', '.join(missing)}")
+    return {o: st[o] for o in outputs}
 
 
 def run_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
