@@ -133,3 +133,11 @@ def test_spans_are_recorded():
     (s,) = stmts("\n\n  z = foo + 1")
     assert s.span.line == 3 and s.target.span.col == 3
     assert s.expr.span.line == 3
+
+
+def test_not_may_open_any_operand_like_antlr_precedence_climbing():
+    # SystemDS: X + !A > B is X + !(A > B) (checked on 3.4: [1 2] + !([3 0] > [2 5]) = [1 3])
+    (s,) = stmts("y = x + !a > b")
+    assert s.expr.op == "+" and s.expr.right.op == "!" and s.expr.right.operand.op == ">"
+    (s,) = stmts("y = !a & b")
+    assert s.expr.op == "&" and s.expr.left.op == "!"
