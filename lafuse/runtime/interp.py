@@ -333,7 +333,7 @@ def _lix_inplace(args: list[Any]) -> Any:
         return None
     if type(x) is np.ndarray:
         # refs: symbol table, register, args list, getrefcount's own argument, local x
-        if x.base is not None or not x.flags.writeable or sys.getrefcount(x) > 5:
+        if not x.flags.writeable or sys.getrefcount(x) > 5 or not _owns_buffer(x):
             return None
         out = x
     elif is_matrix(x) and 8.0 * m * n <= LIX_DENSIFY_BYTES:
@@ -342,6 +342,18 @@ def _lix_inplace(args: list[Any]) -> Any:
         return None
     out[r0 - 1:r1, c0 - 1:c1] = y
     return out
+
+
+def _owns_buffer(x: np.ndarray) -> bool:
+    """True if no other live array can see x's memory: x owns it, or x is a full-size reshape of
+    arrays that nothing but their child references (np.load and reshape results look like that)."""
+    b = x.base
+    while b is not None:
+        # refs: the child's .base, the local b, getrefcount's argument
+        if not isinstance(b, np.ndarray) or b.size != x.size or sys.getrefcount(b) > 3:
+            return False
+        b = b.base
+    return True
 
 
 def _cast_scalar(v: Any, to: type) -> Any:

@@ -22,6 +22,8 @@ from lafuse.runtime.sparse import sp
 
 SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction
 MIN_SPARSE_CELLS = 1024  # tiny matrices stay dense; format changes cost more than they save
+SAMPLE_CELLS = 1 << 20  # from this size, a dense block is first checked on a sample of rows
+DENSE_SAMPLE_DENSITY = 0.6  # sample density that keeps a block dense (well above the turn point)
 
 Matrix = Any  # np.ndarray | sp.csr_array
 
@@ -66,6 +68,11 @@ def choose_format(m: Matrix) -> Matrix:
     cells = rows * cols
     if cells < MIN_SPARSE_CELLS:
         return to_dense(m)
+    if isinstance(m, np.ndarray) and rows >= 64 and cells >= SAMPLE_CELLS:
+        # a strided sample of rows (1 in 16) that is clearly dense settles it without a full pass
+        sample = m[::16]
+        if np.count_nonzero(sample) >= DENSE_SAMPLE_DENSITY * sample.size:
+            return m
     z = nnz(m)
     if z < SPARSITY_TURN_POINT * cells:
         return to_csr(m)
