@@ -17,7 +17,7 @@ from lafuse import rewrite
 from lafuse.hops import liveness, sizes
 from lafuse.hops.builder import Builder
 from lafuse.hops.hop import MATRIX
-from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, iter_blocks
+from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, block_dags, iter_blocks
 from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
@@ -86,7 +86,7 @@ class Compiler:
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg)
             for b in iter_blocks(blocks):
-                for d in _dags(b):
+                for d in block_dags(b):
                     self.rewrite_dag(d, dynamic=True)
         for b in iter_blocks(blocks):
             if isinstance(b, GenericBlock):
@@ -112,7 +112,7 @@ class Compiler:
 
         def collect(blocks: list) -> None:
             for b in iter_blocks(blocks):
-                for d in _dags(b):
+                for d in block_dags(b):
                     for h in d.hops():
                         if h.kind != "funcall":
                             continue
@@ -199,7 +199,7 @@ def _raise_deferred(blocks: list) -> None:
     """Raise the first compile-time error attached to a HOP that survived dead-code removal."""
     errs = []
     for b in iter_blocks(blocks):
-        for d in _dags(b):
+        for d in block_dags(b):
             errs += [h.params["error"] for h in d.hops() if "error" in h.params]
     if errs:
         raise min(errs, key=lambda e: (e.span.line, e.span.col) if e.span else (0, 0))
@@ -217,12 +217,6 @@ def _agree(sites: list[dict[str, VarInfo]]) -> dict[str, VarInfo]:
                 v = out[k]
                 out[k] = VarInfo(v.dt, v.vt if s.get(k) is not None and s[k].vt == v.vt else "unknown")
     return out
-
-
-def _dags(b: Any) -> list[Dag]:
-    from lafuse.hops.program import block_dags
-
-    return block_dags(b)
 
 
 def _var_info(v: Any) -> VarInfo:

@@ -36,11 +36,7 @@ def explain_dag(dag: Dag, block: Block | None = None, indent: str = "------") ->
     lines = []
     if block is not None:
         lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
-    for h in dag.hops():
-        if h.kind == "literal" and not any(True for _ in []):
-            lines.append(f"{indent}{hop_line(h)}")
-        else:
-            lines.append(f"{indent}{hop_line(h)}")
+    lines += [f"{indent}{hop_line(h)}" for h in dag.hops()]
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from lafuse.errors import NO_SPAN, DMLValidationError, Span
+from lafuse.errors import DMLValidationError, Span
 from lafuse.hops import sizes
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
 from lafuse.hops.program import (
@@ -130,14 +130,14 @@ class Builder:
             self.env = dict(before)
             else_blocks = self.build_blocks(s.else_body)
             self.env = _merge_env(env_then, self.env)
-            return IfBlock(pred=pred, then_blocks=then_blocks, else_blocks=else_blocks, span=_stmt_span(s))
+            return IfBlock(pred=pred, then_blocks=then_blocks, else_blocks=else_blocks, span=s.span)
         if isinstance(s, A.While):
             before = self._stable_loop_env(s.body, None)
             pred = self._pred_dag(s.pred)
             self._check_predicate(pred.roots[0], s.pred.span)
             body = self.build_blocks(s.body)
             self.env = _merge_env(before, self.env)
-            return WhileBlock(pred=pred, body=body, span=_stmt_span(s))
+            return WhileBlock(pred=pred, body=body, span=s.span)
         if isinstance(s, A.For):
             start = self._pred_dag(s.start)
             stop = self._pred_dag(s.stop)
@@ -152,7 +152,7 @@ class Builder:
             for k, v in s.options.items():
                 opts[k] = v.name if isinstance(v, A.Var) else getattr(v, "value", None)
             return ForBlock(var=s.var, start=start, stop=stop, incr=incr, body=body, parallel=s.parallel,
-                            options=opts, span=_stmt_span(s))
+                            options=opts, span=s.span)
         raise DMLValidationError(f"unsupported statement {type(s).__name__}", s.span)
 
     def _stable_loop_env(self, body: list[A.Stmt], loop_var: str | None) -> dict[str, VarInfo]:
@@ -180,8 +180,6 @@ class Builder:
 
     # ------------------------------------------------------------ statements
     def _assign_var(self, name: str, h: Hop) -> None:
-        if name in CONSTANTS or name in ("TRUE", "FALSE"):
-            pass
         self._var_map[name] = h
         if name in self._assigned:
             self._assigned.remove(name)
@@ -592,8 +590,6 @@ class Builder:
             slots.append(nm)
             exprs.append(a.value)
         missing = [p for p, d in spec.params if d is REQUIRED and p not in slots]
-        if spec.name == "matrix" and "data" in missing and False:
-            missing.remove("data")
         if missing:
             raise DMLValidationError(
                 f"'{spec.name}' is missing required argument(s): {', '.join(missing)}", call.span)
@@ -753,7 +749,3 @@ def _a(word: str) -> str:
 def _arg_span(call: A.Call, i: int) -> Span:
     """The span of a call's i-th argument (the call's own span when absent)."""
     return call.args[i].value.span if i < len(call.args) and call.args[i].value.span.line else call.span
-
-
-def _stmt_span(s: A.Stmt) -> Span:
-    return s.span if s.span is not None else NO_SPAN

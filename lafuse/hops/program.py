@@ -49,6 +49,8 @@ class GenericBlock(Block):
     requires_recompile: bool = False
     plan: Any = None  # lowered instructions (runtime.lower.Plan), built lazily
     recompiled: Any = None  # cache: input signature -> Plan
+    size_scalars: set[str] | None = None  # scalar variables that determine output sizes (recompile key)
+    tread_names: list[str] | None = None  # variables the block reads, sorted
 
 
 @dataclass

@@ -19,7 +19,7 @@ from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.runtime import recompile
-from lafuse.runtime.lower import Plan
+from lafuse.runtime.lower import Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 from lafuse.stats import Stats
 
@@ -218,7 +218,7 @@ class Interpreter:
         if op == "toString":
             from lafuse.runtime.printing import to_string
 
-            return self._call_kw(to_string, "toString", hop, args)
+            return bind_args("toString", hop.params["slots"], to_string)(*args)
         if op == "write":
             from lafuse.runtime.io import write_value
 
@@ -264,14 +264,6 @@ class Interpreter:
         if op == "setwd":
             return None
         raise DMLRuntimeError(f"operation '{op}' is not supported", hop.span)
-
-    def _call_kw(self, fn: Callable[..., Any], name: str, hop: Any, args: list[Any]) -> Any:
-        from lafuse.lang.builtins import REQUIRED, SPECS
-
-        spec = SPECS[name]
-        kw = dict(zip(hop.params["slots"], args))
-        full = [kw[p] if p in kw else (None if d is REQUIRED else d) for p, d in spec.params]
-        return fn(*full)
 
     # ------------------------------------------------------------ functions
     def call_function(self, key: str, args: list[Any], argnames: list[str | None], hop: Any) -> tuple:

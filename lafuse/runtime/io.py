@@ -276,6 +276,13 @@ def read_value(path: str, params: dict[str, Any]) -> Any:
     return choose_format(m)
 
 
+def _parse_long(text: str, shown: str) -> int:
+    """Java ``Long.parseLong`` acceptance (no spaces, no decimal point), with its message."""
+    if not _INT.fullmatch(text):
+        raise ValueError(f"For input string: \"{shown}\"")
+    return int(text)
+
+
 def _read_scalar(path: str, value_type: str) -> Any:
     content = "\n".join(_lines(_read_file_text(path)))
     vt = _norm_value_type(value_type)
@@ -283,9 +290,7 @@ def _read_scalar(path: str, value_type: str) -> Any:
         if vt == "double":
             return parse_java_double(content)
         if vt == "int":
-            if not _INT.fullmatch(content):
-                raise ValueError(f"For input string: \"{content}\"")
-            return int(content)
+            return _parse_long(content, content)
     except ValueError as e:
         raise DMLRuntimeError(f"{path}: cannot read a {vt.upper()} scalar: {e}") from None
     if vt == "boolean":
@@ -521,11 +526,7 @@ def _frame_cell(path: str, line: int, c: str, vtype: str, na_set: set[str]) -> A
             return parse_java_double(c) if c.strip() else 0.0
         if vtype in ("INT64", "INT32"):
             t = c.strip()
-            if not t:
-                return 0
-            if not _INT.fullmatch(t):
-                raise ValueError(f"For input string: \"{c}\"")
-            return int(t)
+            return _parse_long(t, c) if t else 0
     except ValueError as e:
         raise DMLRuntimeError(f"{path}:{line}: cannot read '{c}' as {vtype}: {e}") from None
     if vtype == "BOOLEAN":

@@ -63,7 +63,6 @@ def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]
             plan.append((True, where[p]))
         else:
             plan.append((False, None if d is REQUIRED else d))
-    # drop trailing defaults the kernel will fill itself? no: pass all, kernels take full lists
 
     def call(*args: Any) -> Any:
         return kernel(*[args[v] if is_arg else v for is_arg, v in plan])

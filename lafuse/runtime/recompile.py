@@ -50,15 +50,15 @@ def size_scalars(dag: Dag) -> set[str]:
 
 
 def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
-    if getattr(b, "_size_scalars", None) is None:
-        b._size_scalars = size_scalars(b.dag)  # type: ignore[attr-defined]
-        b._tread_names = sorted(b.dag.reads())  # type: ignore[attr-defined]
+    if b.size_scalars is None or b.tread_names is None:
+        b.size_scalars = size_scalars(b.dag)
+        b.tread_names = sorted(b.dag.reads())
     sig = []
-    for name in b._tread_names:  # type: ignore[attr-defined]
+    for name in b.tread_names:
         v = st.get(name)
         if v is not None and is_matrix(v):
             sig.append((name, v.shape))
-        elif name in b._size_scalars:  # type: ignore[attr-defined]
+        elif name in b.size_scalars:
             sig.append((name, v))
     return tuple(sig)
 
@@ -92,7 +92,7 @@ def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
     if plan is not None:
         return plan
     t0 = time.perf_counter()
-    dag = recompile_dag(b.dag, st, interp.compiler, scalars=b._size_scalars)  # type: ignore[attr-defined]
+    dag = recompile_dag(b.dag, st, interp.compiler, scalars=b.size_scalars)
     plan = interp.compiler.lower_dag(dag)
     if len(cache) >= MAX_CACHED_PLANS:
         cache.pop(next(iter(cache)))

@@ -35,15 +35,14 @@ import threading
 
 import numpy as np
 
+from lafuse.runtime.local.kernels_common import TWO63, java_long
+
 _MULT = 0x5DEECE66D
 _ADD = 0xB
 _MASK48 = (1 << 48) - 1
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
 _DOUBLE_UNIT = 1.0 / (1 << 53)
-_LONG_MAX = (1 << 63) - 1
-_LONG_MIN = -(1 << 63)
-TWO_63 = 9.223372036854776e18  # (double) Long.MAX_VALUE
 
 DEFAULT_BLOCKSIZE = 1000
 
@@ -56,17 +55,6 @@ def _s32(x: int) -> int:
 def _s64(x: int) -> int:
     x &= _M64
     return x - (1 << 64) if x & (1 << 63) else x
-
-
-def java_d2l(v: float) -> int:
-    """Java's ``(long) v``: truncation toward zero, saturating, NaN -> 0."""
-    if v != v:
-        return 0
-    if v >= TWO_63:
-        return _LONG_MAX
-    if v <= -TWO_63:
-        return _LONG_MIN
-    return int(v)
 
 
 class JavaRandom:
@@ -298,9 +286,9 @@ def _mcsr_size(nrows: int, ncols: int, sparsity: float) -> float:
     cnnz = max(4.0, nnz / rlen)  # rlen > 0: callers pass sparsity > 0
     size = 16.0 + (32.0 + 8.0 * nrows)  # object header + array of row references
     row_size = 24 + 32 + 32  # SparseRowVector header + empty int[] + empty double[]
-    row_size = java_d2l(row_size + 12.0 * max(1.0, cnnz))
+    row_size = java_long(row_size + 12.0 * max(1.0, cnnz))
     size += rlen * row_size
-    return float(java_d2l(min(size, TWO_63)))
+    return float(java_long(min(size, TWO63)))
 
 
 def eval_sparse_format_in_memory(nrows: int, ncols: int, nnz: int) -> bool:
@@ -373,8 +361,8 @@ def sds_rand(rows: int, cols: int, min_v: float, max_v: float, sparsity: float, 
                 out[rb * blen:rb * blen + br, cb * blen:cb * blen + bc] = lo + rng * vals.reshape(br, bc)
                 continue
             first = _value_stream(bseed, 1, normal)[0]
-            nnz_seed = java_d2l(float(first) * TWO_63)
-            local_sparse = sparsity < 1 and eval_sparse_format_in_memory(br, bc, java_d2l(sparsity * br * bc))
+            nnz_seed = java_long(float(first) * TWO63)
+            local_sparse = sparsity < 1 and eval_sparse_format_in_memory(br, bc, java_long(sparsity * br * bc))
             if local_sparse:
                 pos = _geometric_positions(nnz_seed, sparsity, cells)
             else:
