@@ -33,7 +33,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the HOP DAGs or the runtime plan")
         r.add_argument("--config", help="JSON config file (keys of lafuse.config.Config)")
         r.add_argument("--builtins", action="append", default=[], metavar="DIR",
-                       help="extra directory of builtin .dml scripts")
+                       help="extra directory of builtin .dml scripts (searched after lafuse's own)")
+        r.add_argument("--no-lafuse-builtins", action="store_true",
+                       help="leave lafuse's own builtin library off the search path (e.g. to run "
+                            "SystemDS's scripts/builtin unmodified via --builtins)")
         r.add_argument("--no-rewrites", action="store_true", help="switch off HOP rewrites")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "explain":
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         debug=ns.debug,
         builtin_dirs=tuple(cfg.builtin_dirs) + tuple(os.path.abspath(d) for d in ns.builtins),
         rewrites=cfg.rewrites and not ns.no_rewrites,
+        lafuse_builtins=cfg.lafuse_builtins and not ns.no_lafuse_builtins,
     )
     if ns.cmd == "explain":
         cfg = cfg.with_(explain="runtime" if ns.until == "runtime" else "hops")

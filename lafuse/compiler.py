@@ -34,7 +34,8 @@ class Compiler:
         self.pos_args = pos_args or []
         self.stats = stats
         self.explain_out = explain_out or sys.stdout
-        dirs = [os.path.join(os.path.dirname(__file__), "builtins"), *self.cfg.builtin_dirs]
+        own = [os.path.join(os.path.dirname(__file__), "builtins")] if self.cfg.lafuse_builtins else []
+        dirs = [*own, *self.cfg.builtin_dirs]
         self.resolver = FunctionResolver([d for d in dirs if os.path.isdir(d)])
         self.builder: Builder | None = None
         self.program: Program | None = None

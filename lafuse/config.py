@@ -29,6 +29,9 @@ class Config:
     scheduler: str | None = None
     # builtin script search path (inventory 0): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
+    # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own
+    # scripts/builtin directory given as builtin_dirs) resolve each other rather than lafuse's versions
+    lafuse_builtins: bool = True
     # diagnostics
     stats: bool = False
     stats_top: int = 10

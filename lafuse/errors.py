@@ -75,6 +75,12 @@ class DMLValidationError(DMLError):
     kind = "validation error"
 
 
+class DMLSizeError(DMLValidationError):
+    """A dimension conflict found only because sizes were known at compile time. In a function body
+    compiled with call-site sizes (IPA) it may sit in a branch those sizes make dead, so the body is
+    rebuilt with unknown sizes instead (SystemDS validates functions without IPA sizes)."""
+
+
 class DMLRuntimeError(DMLError):
     kind = "runtime error"
 

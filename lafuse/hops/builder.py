@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from lafuse.errors import DMLValidationError, Span
+from lafuse.errors import DMLSizeError, DMLValidationError, Span
 from lafuse.hops import sizes
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
 from lafuse.hops.program import (
@@ -76,6 +76,11 @@ class Builder:
                 self.env[p.name] = replace(info, vt=self.env[p.name].vt)
         try:
             blocks = self.build_blocks(fdef.body)
+        except DMLSizeError:
+            if not known:
+                raise
+            self.env, self.ns = saved_env, saved_ns
+            return self.build_function(key, fdef, None)
         finally:
             self.env, self.ns = saved_env, saved_ns
         return blocks
@@ -390,7 +395,7 @@ class Builder:
                 if a.dt == SCALAR or b.dt == SCALAR:
                     raise DMLValidationError("matrix multiplication '%*%' needs two matrices, not a scalar", span)
             if a.cols >= 0 and b.rows >= 0 and a.cols != b.rows:
-                raise DMLValidationError(
+                raise DMLSizeError(
                     f"matrix multiplication dimension mismatch: {a.rows}x{a.cols} %*% {b.rows}x{b.cols}", span)
             h = Hop("%*%", "matmult", [a, b], MATRIX, DOUBLE, span)
             sizes.infer(h)
@@ -439,7 +444,7 @@ class Builder:
             ok = False
         if not ok or ((a.cols == 1 and b.rows == 1 and a.rows != 1 and b.cols != 1)
                       or (a.rows == 1 and b.cols == 1 and a.cols != 1 and b.rows != 1)):
-            raise DMLValidationError(
+            raise DMLSizeError(
                 f"element-wise '{op}' dimension mismatch: {a.rows}x{a.cols} vs {b.rows}x{b.cols}", span)
 
     # ---- calls

@@ -51,6 +51,21 @@ def _bcast_ok(a: int, b: int) -> bool:
     return a < 0 or b < 0 or a == b or a == 1 or b == 1
 
 
+def user_size_conflict(h: Hop) -> str | None:
+    """The script's own dimension error at ``h`` once sizes are known (a message in the runtime
+    kernels' words), or None. Dynamic recompilation raises it before rewrites run, so the rewrite
+    validator only ever sees DAGs whose conflicts are the compiler's fault."""
+    if len(h.inputs) != 2:
+        return None
+    a, b = h.inputs
+    if h.kind == "matmult" and a.cols >= 0 and b.rows >= 0 and a.cols != b.rows:
+        return f"invalid dimensions for matrix multiplication (k1={a.cols}, k2={b.rows})"
+    if h.kind == "binary" and h.op in _ELEMENTWISE_MM and a.dt == MATRIX and b.dt == MATRIX and \
+            not (_bcast_ok(a.rows, b.rows) and _bcast_ok(a.cols, b.cols)):
+        return f"element-wise '{h.op}' dimension mismatch: {a.rows}x{a.cols} vs {b.rows}x{b.cols}"
+    return None
+
+
 def validate_dag(dag: Dag, known: dict[str, Any] | None = None) -> None:
     roots = dag.roots
     for r in roots:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from lafuse.errors import DMLRuntimeError
 from lafuse.hops import sizes
+from lafuse.hops.validate import user_size_conflict
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
 from lafuse.hops.program import Dag, GenericBlock
 from lafuse.runtime.values import is_matrix, nnz
@@ -79,6 +81,9 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
                 h.nnz = nnz(v) if exact_nnz else -1
     for h in new.hops():
         sizes.infer(h, known)
+        msg = user_size_conflict(h)
+        if msg is not None:
+            raise DMLRuntimeError(msg, h.span)
     compiler.rewrite_dag(new, dynamic=True, known=known)
     return new
 

@@ -78,7 +78,7 @@ def _exp_marker(s: str) -> str | None:
     return None
 
 
-def compare_tokens(exp: Token, act: Token) -> str | None:
+def compare_tokens(exp: Token, act: Token, rtol: float = RTOL) -> str | None:
     """None when the two tokens match, else a short reason."""
     if exp.text == act.text:
         return None
@@ -93,18 +93,18 @@ def compare_tokens(exp: Token, act: Token) -> str | None:
     em, am = _exp_marker(exp.text), _exp_marker(act.text)
     if em and am and em != am:
         return f"exponent spelling differs: {exp.text} vs {act.text}"
-    if not close(exp.value, act.value):
-        return f"number {exp.text} != {act.text} (beyond rtol={RTOL}, atol={ATOL})"
+    if not close(exp.value, act.value, rtol):
+        return f"number {exp.text} != {act.text} (beyond rtol={rtol}, atol={ATOL})"
     return None
 
 
-def compare_line(expected: str, actual: str) -> str | None:
+def compare_line(expected: str, actual: str, rtol: float = RTOL) -> str | None:
     """None when the lines match, else the reason for the first difference."""
     if expected == actual:
         return None
     te, ta = tokenize(expected), tokenize(actual)
     for a, b in zip(te, ta):
-        r = compare_tokens(a, b)
+        r = compare_tokens(a, b, rtol)
         if r is not None:
             return r
     if len(te) != len(ta):
@@ -120,7 +120,7 @@ def _clip(s: str, n: int = 300) -> str:
 
 def compare_lines(
     expected: list[str], actual: list[str], what: str = "stdout",
-    expected_name: str = "SystemDS", actual_name: str = "lafuse",
+    expected_name: str = "SystemDS", actual_name: str = "lafuse", rtol: float = RTOL,
 ) -> str | None:
     """Compare two outputs line by line. None if they match, else a readable report with a diff."""
     n = max(len(expected), len(actual))
@@ -130,7 +130,7 @@ def compare_lines(
         if e is None or a is None:
             reason = f"{expected_name if a is None else actual_name} has extra lines"
         else:
-            reason = compare_line(e, a)
+            reason = compare_line(e, a, rtol)
             if reason is None:
                 continue
         w = max(len(expected_name), len(actual_name)) + 1
@@ -266,7 +266,7 @@ def close_array(a: np.ndarray, b: np.ndarray, rtol: float = RTOL, atol: float = 
 
 def compare_matrices(
     expected: MatrixData | np.ndarray, actual: MatrixData | np.ndarray, what: str = "matrix",
-    expected_name: str = "SystemDS", actual_name: str = "lafuse",
+    expected_name: str = "SystemDS", actual_name: str = "lafuse", rtol: float = RTOL,
 ) -> str | None:
     """None when shapes and values match (same tolerance as lines), else a readable report."""
     e = expected if isinstance(expected, MatrixData) else MatrixData(np.asarray(expected, float), True)
@@ -281,17 +281,18 @@ def compare_matrices(
         r, c = max(ev.shape[0], av.shape[0]), max(ev.shape[1], av.shape[1])
         ev = np.pad(ev, ((0, r - ev.shape[0]), (0, c - ev.shape[1])))
         av = np.pad(av, ((0, r - av.shape[0]), (0, c - av.shape[1])))
-    ok = close_array(ev, av)
+    ok = close_array(ev, av, rtol)
     if ok.all():
         return None
     bad = np.argwhere(~ok)
-    lines = [f"{what}: {len(bad)} of {ev.size} cells differ (rtol={RTOL}, atol={ATOL}); first ones:"]
+    lines = [f"{what}: {len(bad)} of {ev.size} cells differ (rtol={rtol}, atol={ATOL}); first ones:"]
     for i, j in bad[:8]:
         lines.append(f"  [{i + 1},{j + 1}] {expected_name}={ev[i, j]!r} {actual_name}={av[i, j]!r}")
     return "\n".join(lines)
 
 
-def compare_matrix_files(expected: Path, actual: Path, fmt: str, what: str = "matrix") -> str | None:
+def compare_matrix_files(expected: Path, actual: Path, fmt: str, what: str = "matrix",
+                         rtol: float = RTOL) -> str | None:
     try:
         e = read_matrix(expected, fmt)
     except (OSError, ValueError) as ex:
@@ -300,4 +301,52 @@ def compare_matrix_files(expected: Path, actual: Path, fmt: str, what: str = "ma
         a = read_matrix(actual, fmt)
     except (OSError, ValueError) as ex:
         return f"{what}: cannot read the lafuse output {actual}: {ex}"
-    return compare_matrices(e, a, what)
+    return compare_matrices(e, a, what, rtol=rtol)
+
+
+# ------------------------------------------------------------------------- measured differences
+
+TINY_FRACTION = 1e-6
+
+
+def max_rel_diff(expected: np.ndarray, actual: np.ndarray, zero_below: float = 0.0) -> float:
+    """Largest element-wise relative difference ``|a - b| / max(|a|, |b|, floor)``.
+
+    ``floor = TINY_FRACTION * max|expected|``: a cell a million times smaller than the matrix's largest one
+    (typically a rounding-level residue such as a centered mean of 1e-17) is measured against that floor
+    instead of itself, so noise around zero does not read as a 100% difference. NaN vs NaN and equal
+    infinities count as 0; any other NaN/Inf mismatch, or a shape mismatch, is ``inf``. Cells where both
+    sides are at most ``zero_below`` in magnitude count as equal (for outputs that are rounding residues)."""
+    e, a = np.asarray(expected, float), np.asarray(actual, float)
+    if e.shape != a.shape:
+        return math.inf
+    if e.size == 0:
+        return 0.0
+    special = ~np.isfinite(e) | ~np.isfinite(a)
+    if np.any(special & ~((np.isnan(e) & np.isnan(a)) | (e == a))):
+        return math.inf
+    keep = ~special & ~((np.abs(e) <= zero_below) & (np.abs(a) <= zero_below))
+    e, a = e[keep], a[keep]
+    if e.size == 0:
+        return 0.0
+    floor = max(TINY_FRACTION * float(np.max(np.abs(e))), ATOL)
+    return float(np.max(np.abs(e - a) / np.maximum(np.maximum(np.abs(e), np.abs(a)), floor)))
+
+
+def max_rel_diff_lines(expected: list[str], actual: list[str]) -> float:
+    """Largest relative difference between corresponding printed numbers; as in :func:`close`, numbers
+    within ``ATOL`` of each other count as equal (e.g. objective reductions of 1e-7 that differ by 1e-14);
+    ``inf`` when the lines do not pair up token by token."""
+    if len(expected) != len(actual):
+        return math.inf
+    worst = 0.0
+    for le, la in zip(expected, actual):
+        te, ta = tokenize(le), tokenize(la)
+        if len(te) != len(ta):
+            return math.inf
+        for x, y in zip(te, ta):
+            if x.is_number != y.is_number or (not x.is_number and x.text != y.text):
+                return math.inf
+            if x.is_number and x.text != y.text and abs(x.value - y.value) > ATOL:
+                worst = max(worst, max_rel_diff(np.array([x.value]), np.array([y.value])))
+    return worst

@@ -17,8 +17,9 @@ JVM_WORKERS = 2
 class ReferenceResults:
     """SystemDS results for the corpus, computed on first use for every collected script at once."""
 
-    def __init__(self, names: list[str], inputs_dir: Path, workdir: Path):
+    def __init__(self, names: list[str], inputs_dir: Path, workdir: Path, scripts_dir: Path = corpus.SCRIPTS_DIR):
         self._names = names
+        self._scripts_dir = scripts_dir
         self._inputs_dir = inputs_dir
         self._workdir = workdir
         self._lock = threading.Lock()
@@ -26,7 +27,7 @@ class ReferenceResults:
         self._pool: ThreadPoolExecutor | None = None
 
     def _submit(self, pool: ThreadPoolExecutor, name: str) -> None:
-        sc = corpus.load_script(corpus.SCRIPTS_DIR / name)
+        sc = corpus.load_script(self._scripts_dir / name)
         self._futures[name] = pool.submit(corpus.run_reference, sc, self._inputs_dir, self._workdir / sc.stem)
 
     def get(self, name: str) -> sds.SdsResult:
@@ -48,12 +49,12 @@ class ReferenceResults:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _collected_scripts(session: pytest.Session) -> list[str]:
+def _collected_scripts(session: pytest.Session, param: str = "script_name") -> list[str]:
     names: list[str] = []
     for item in session.items:
         cs = getattr(item, "callspec", None)
-        if cs is not None and "script_name" in cs.params and cs.params["script_name"] not in names:
-            names.append(cs.params["script_name"])
+        if cs is not None and param in cs.params and cs.params[param] not in names:
+            names.append(cs.params[param])
     return names
 
 
@@ -66,5 +67,14 @@ def inputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def reference(request: pytest.FixtureRequest, inputs_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     refs = ReferenceResults(_collected_scripts(request.session), inputs_dir,
                             tmp_path_factory.mktemp("systemds_runs"))
+    yield refs
+    refs.close()
+
+
+@pytest.fixture(scope="session")
+def algo_reference(request: pytest.FixtureRequest, inputs_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """SystemDS's results for the algorithm drivers (``algorithms/*.dml``)."""
+    refs = ReferenceResults(_collected_scripts(request.session, "algo_name"), inputs_dir,
+                            tmp_path_factory.mktemp("systemds_algo_runs"), corpus.ALGORITHMS_DIR)
     yield refs
     refs.close()

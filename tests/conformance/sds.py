@@ -125,13 +125,16 @@ def java_executable() -> str:
     return java
 
 
-def systemds_command(script: str | Path, nvargs: dict[str, str] | None = None) -> list[str]:
+def systemds_command(script: str | Path, nvargs: dict[str, str] | None = None,
+                     config: str | Path | None = None) -> list[str]:
     home = systemds_home()
     cp = f"{home / 'SystemDS.jar'}{os.pathsep}{home / 'lib'}{os.sep}*"
     cmd = [
         java_executable(), *JVM_FLAGS, "-cp", cp,
         "org.apache.sysds.api.DMLScript", "-f", str(script), "-exec", "singlenode",
     ]
+    if config:
+        cmd += ["-config", str(config)]
     if nvargs:
         cmd.append("-nvargs")
         cmd.extend(f"{k}={v}" for k, v in nvargs.items())
@@ -168,8 +171,14 @@ def clean_stderr(raw: str) -> str:
     return "\n".join(x for x in raw.splitlines() if not _NOISE.match(x))
 
 
-def run_systemds(script_path: str | Path, nvargs: dict[str, str] | None, workdir: str | Path) -> SdsResult:
-    """Run one script live.
+def config_xml(settings: dict[str, str]) -> str:
+    """A SystemDS configuration file setting ``sysds.<key>`` for each entry."""
+    return "<root>\n" + "".join(f"  <sysds.{k}>{v}</sysds.{k}>\n" for k, v in settings.items()) + "</root>\n"
+
+
+def run_systemds(script_path: str | Path, nvargs: dict[str, str] | None, workdir: str | Path,
+                 config: dict[str, str] | None = None) -> SdsResult:
+    """Run one script live (``config``: ``sysds.*`` settings, passed as a ``-config`` file).
 
     The script's directory (with ``lib/``) is copied into ``workdir/src`` and the JVM runs there, so relative
     ``source()`` paths resolve as they would next to the script and ``scratch_space/`` lands in ``workdir``.
@@ -180,8 +189,12 @@ def run_systemds(script_path: str | Path, nvargs: dict[str, str] | None, workdir
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(script_path.parent, src, ignore=shutil.ignore_patterns(".cache", "__pycache__", "*.py"))
+    cfg_path = None
+    if config:
+        cfg_path = workdir / "systemds-config.xml"
+        cfg_path.write_text(config_xml(config))
     proc = subprocess.run(
-        systemds_command(script_path.name, nvargs),
+        systemds_command(script_path.name, nvargs, cfg_path),
         cwd=src, capture_output=True, text=True, timeout=JVM_TIMEOUT,
     )
     lines, error = parse_stdout(proc.stdout)
@@ -279,6 +292,7 @@ def run_cached(
     outputs: dict[str, Path],
     workdir: Path,
     use_cache: bool | None = None,
+    config: dict[str, str] | None = None,
 ) -> SdsResult:
     """Run a script through the cache.
 
@@ -293,7 +307,7 @@ def run_cached(
         hit = _load(entry)
         if hit is not None:
             return hit
-    res = run_systemds(script_path, nvargs, workdir)
+    res = run_systemds(script_path, nvargs, workdir, config)
     res.outputs = dict(outputs)
     if use_cache:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)

@@ -271,5 +271,6 @@ def test_lafuse_command_shape():
     cmd = corpus.lafuse_command(Path("/s/001_x.dml"), {"k": "1", "out": "/o/M.csv"})
     assert cmd[1:5] == ["-m", "lafuse", "run", "/s/001_x.dml"]
     assert cmd[5] == "--builtins" and Path(cmd[6]).is_dir()  # SystemDS's scripts, extracted from its jar
-    assert cmd[7:] == ["--nvargs", "k=1", "out=/o/M.csv"]
+    assert cmd[7] == "--no-lafuse-builtins"  # SystemDS's scripts call each other, not lafuse's library
+    assert cmd[8:] == ["--nvargs", "k=1", "out=/o/M.csv"]
     assert "--nvargs" not in corpus.lafuse_command(Path("/s/a.dml"), {})

@@ -101,6 +101,28 @@ def test_ipa_propagates_sizes_into_functions():
     assert lines == ["48.0"]
 
 
+def test_ipa_sizes_do_not_reject_a_branch_they_make_dead():
+    """l2svmPredict's pattern: with call-site sizes the else branch's X %*% W conflicts, but the branch is
+    dead for those sizes; the body is compiled with unknown sizes instead, as SystemDS validates it, and a
+    conflict that does execute is a runtime error."""
+    text = """
+    f = function(Matrix[Double] X, Matrix[Double] W) return (Matrix[Double] Y) {
+      if (ncol(X) != nrow(W)) { Y = X %*% W[1:ncol(X), ] + W[ncol(X) + 1, ] }
+      else { Y = X %*% W }
+    }
+    g = function(Matrix[Double] X, Matrix[Double] W) return (Matrix[Double] Y) { Y = X %*% W }
+    print(sum(f(matrix(1, 3, 2), matrix(2, 3, 1))))
+    print(sum(g(matrix(1, 3, 2), matrix(2, 3, 1))))
+    """
+    with pytest.raises(DMLRuntimeError, match="matrix multiplication"):
+        run(text)
+    lines, _ = run(text.replace("print(sum(g(", "# "))
+    assert lines == ["18.0"]
+    # in the main script the same conflict is still a compile-time error
+    with pytest.raises(DMLValidationError, match="dimension mismatch"):
+        run("X = matrix(1, 3, 2) %*% matrix(2, 3, 1)\nprint(sum(X))")
+
+
 def test_dynamic_recompilation_learns_sizes():
     text = """
     f = function(Matrix[Double] M) return (Matrix[Double] R) { R = t(M) %*% M }
