@@ -25,6 +25,7 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/dense_ops.py
+	$(BIN)/python benchmarks/systemds_algorithms.py
 
 lint: install
 	$(BIN)/ruff check lafuse tests
