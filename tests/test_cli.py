@@ -132,6 +132,21 @@ def test_builtins_dir_resolves_script_functions(tmp_path: Path):
     assert r.stdout == "8.0 6.0\n"
 
 
+def test_lafuse_builtins_come_first_unless_switched_off(tmp_path: Path):
+    """Search path: lafuse/builtins, then --builtins dirs; --no-lafuse-builtins drops lafuse's own
+    library (how SystemDS's scripts/builtin is run unmodified)."""
+    d = tmp_path / "bi"
+    d.mkdir()
+    (d / "sigmoid.dml").write_text("m_sigmoid = function(Matrix[Double] X) return (Matrix[Double] Y) { Y = X * 0 + 42 }\n")
+    script = "print(as.scalar(sigmoid(matrix(0, 1, 1))))"
+    r = lafuse("run", "-s", script, "--builtins", str(d))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0.5\n"  # lafuse/builtins/sigmoid.dml wins
+    r = lafuse("run", "-s", script, "--builtins", str(d), "--no-lafuse-builtins")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "42.0\n"
+
+
 def test_errors_are_one_line_with_caret_and_exit_one(tmp_path: Path):
     p = tmp_path / "bad.dml"
     p.write_text("x = 1\ny = x + z\n")
