@@ -14,9 +14,9 @@ from typing import Any
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.hops import sizes
-from lafuse.hops.validate import user_size_conflict
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
 from lafuse.hops.program import Dag, GenericBlock
+from lafuse.hops.validate import user_size_conflict
 from lafuse.runtime.values import is_matrix, nnz
 
 MAX_CACHED_PLANS = 8

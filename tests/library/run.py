@@ -8,8 +8,8 @@ import io
 from typing import Any
 
 import numpy as np
-
 from conformance import sds
+
 from lafuse import config as cfgmod
 from lafuse.compiler import run_dml
 
