@@ -71,6 +71,14 @@ def test_multi_assign_after_statement_ending_in_paren_and_bracket():
     assert [type(s).__name__ for s in ss] == ["Assign", "MultiAssign", "Assign", "MultiAssign"]
 
 
+def test_multi_assign_after_identifier_and_blank_or_comment_lines():
+    ss = stmts("x = Z\n\n  \n[a, b] = g(2)\ny = W\n# note\n\n[c, d] = g(3)\nz = V\r\n\r\n[e, f] = g(4)")
+    assert [type(s).__name__ for s in ss] == ["Assign", "MultiAssign", "Assign", "MultiAssign", "Assign",
+                                             "MultiAssign"]
+    (s,) = stmts("x = Z\n\n[1, 2]")  # not followed by '=': still indexing of Z
+    assert isinstance(s, A.Assign)
+
+
 def test_multi_assign_equals_on_next_line():
     (s,) = stmts("[a,\n b]\n = f(1)")
     assert isinstance(s, A.MultiAssign) and [t.name for t in s.targets] == ["a", "b"]
