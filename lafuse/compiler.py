@@ -83,12 +83,14 @@ class Compiler:
         return self.compile_text(text, path)
 
     def optimize_blocks(self, blocks: list) -> list:
-        _raise_deferred(blocks)
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg)
             for b in iter_blocks(blocks):
                 for d in block_dags(b):
                     self.rewrite_dag(d, dynamic=True)
+        # after rewrites: an out-of-range index in a branch that known sizes make dead (constant
+        # predicate removed) is not an error, as in SystemDS; a surviving one is reported here
+        _raise_deferred(blocks)
         for b in iter_blocks(blocks):
             if isinstance(b, GenericBlock):
                 b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())

@@ -496,6 +496,8 @@ class Builder:
             return MATRIX if MATRIX in dts else (SCALAR if dts == {SCALAR} else UNKNOWN)
         if isinstance(e, A.Call):
             spec = SPECS.get(e.name)
+            if e.name in ("as.scalar", "castAsScalar"):
+                return SCALAR
             if spec is not None:
                 if spec.out == "matrix":
                     return MATRIX

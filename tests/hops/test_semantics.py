@@ -195,3 +195,24 @@ def test_results_are_numpy():
     _, st = run("X = matrix(seq(1, 6), 2, 3)\nY = t(X) %*% X\nwhile (FALSE) { print(sum(Y)) }")
     ref = np.arange(1, 7, dtype=float).reshape(2, 3)
     assert np.allclose(st["Y"], ref.T @ ref)
+
+
+def test_out_of_range_index_in_a_branch_known_sizes_make_dead():
+    """glm's pattern: code for 1- or 2-column inputs. With Y known to have 1 column the else branch is
+    removed as dead before index bounds are judged (main script and IPA-specialised function alike);
+    a live out-of-range index is still a compile-time error."""
+    lines, _ = run("""
+    Y = matrix(1, rows=3, cols=1)
+    if (ncol(Y) == 1) { s = sum(Y) } else { s = sum(Y[, 2]) }
+    print(s)
+    f = function(Matrix[Double] Y) return (Double s) { if (ncol(Y) == 1) { s = sum(Y) } else { s = sum(Y[, 2]) } }
+    print(f(Y))
+    """)
+    assert lines == ["3.0", "3.0"]
+    with pytest.raises(DMLValidationError, match="column index 2 is out of bounds"):
+        run("Y = matrix(1, rows=3, cols=1)\nprint(sum(Y[, 2]))")
+
+
+def test_scalar_cast_dispatches_the_scalar_builtin_variant():
+    lines, _ = run("X = matrix(2, 2, 2)\nprint(sigmoid(as.scalar(X[1, 1])))")
+    assert lines == ["0.8807970779778823"]
