@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/lafuse run examples/linreg.dml --stats
+	$(BIN)/lafuse run examples/multiLogReg.dml --stats
 
 test: install
 	$(BIN)/python -m pytest tests
