@@ -42,13 +42,23 @@ def size_scalars(dag: Dag) -> set[str]:
     out: set[str] = set()
     for h in dag.hops():
         if h.op in _SIZE_OPS:
-            stack = [i for i in h.inputs if i.dt == SCALAR]
+            ins = h.inputs
+            if h.op == "rix" and len(ins) == 5:
+                # X[i, ] has one row whatever i is: a single-index dimension does not make its
+                # index part of the plan-cache key (else a loop recompiles on every iteration)
+                ins = [ins[0]] + [x for lo, hi in ((ins[1], ins[2]), (ins[3], ins[4]))
+                                  if not _same_scalar(lo, hi) for x in (lo, hi)]
+            stack = [i for i in ins if i.dt == SCALAR]
             while stack:
                 s = stack.pop()
                 if s.op == "tread" and s.name:
                     out.add(s.name)
                 stack.extend(i for i in s.inputs if i.dt == SCALAR)
     return out
+
+
+def _same_scalar(a: Hop, b: Hop) -> bool:
+    return a is b or (a.op == b.op == "tread" and a.name is not None and a.name == b.name)
 
 
 def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
