@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=120)
     table = Table(title=f"SystemDS's scripts, unmodified: lafuse vs SystemDS 3.4.0 ({a.rows} rows, "
                         f"median of {a.reps})")
     for col in ("driver", "script", "max rel diff", "lafuse s", "SystemDS s", "lafuse/SystemDS"):

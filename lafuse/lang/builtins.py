@@ -140,6 +140,16 @@ _add(_s("as.logical", _X, "unary", "scalar:bool"))
 _add(_s("as.frame", _X, "unary", "frame"))
 _add(_s("as.list", _X, "unary", "list"))
 
+# probability distributions (scalar in, DOUBLE out; kernels_dist)
+_DIST_PARAMS = [("mean", None), ("sd", None), ("df", None), ("df1", None), ("df2", None), ("rate", None),
+                ("lower.tail", True)]
+_add(_s("cdf", ["target", "dist", *_DIST_PARAMS], "param_builtin", "scalar:double"))
+_add(_s("icdf", ["target", "dist", *_DIST_PARAMS], "param_builtin", "scalar:double"))
+for _short, _ps in (("norm", [("mean", 0.0), ("sd", 1.0)]), ("t", ["df"]), ("chisq", ["df"]),
+                    ("f", ["df1", "df2"]), ("exp", [("rate", 1.0)])):
+    for _pre in ("p", "q"):
+        _add(_s(_pre + _short, ["target", *_ps, ("lower.tail", True)], "param_builtin", "scalar:double"))
+
 # strings, lists, IO and side effects
 _add(_s("toString", ["target", ("rows", 100), ("cols", 100), ("decimal", 3), ("sparse", False),
                      ("sep", " "), ("linesep", "\n")], "param_builtin", "scalar:string"))

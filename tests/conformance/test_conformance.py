@@ -51,7 +51,7 @@ as.double as.logical ifdef floor sin cos asin acos sinh cosh tanh sign isInf isN
 colProds rowVars colVars rowSds colSds lower.tri upper.tri det qr lu sample bitwAnd as.frame read write assert
 als alsCG alsDS lm lmCG lmDS lmPredict normalize normalizeApply scale kmeans kmeansPredict pnmf pca
 steplm naiveBayes dist outlier sigmoid getAccuracy confusionMatrix glm l2svm l2svmPredict
-multiLogReg multiLogRegPredict
+multiLogReg multiLogRegPredict cdf icdf pnorm qnorm pt qt pf qf pchisq qchisq pexp qexp
 """.split()
 
 REQUIRED_SYNTAX = {

@@ -245,3 +245,18 @@ def test_out_of_range_index_in_a_branch_known_sizes_make_dead():
 def test_scalar_cast_dispatches_the_scalar_builtin_variant():
     lines, _ = run("X = matrix(2, 2, 2)\nprint(sigmoid(as.scalar(X[1, 1])))")
     assert lines == ["0.8807970779778823"]
+
+
+def test_distribution_functions_against_scipy_and_their_errors():
+    from scipy import stats
+
+    lines, _ = run('print(pt(target=-1.2, df=7, lower.tail=FALSE))\nprint(qexp(target=0.9, rate=3))\n'
+                   'print(icdf(target=0.2, dist="f", df1=4, df2=9, lower.tail=FALSE))')
+    assert [float(x) for x in lines] == pytest.approx(
+        [stats.t.sf(-1.2, 7), stats.expon.ppf(0.9, scale=1 / 3), stats.f.isf(0.2, 4, 9)], rel=1e-12)
+    with pytest.raises(DMLRuntimeError, match="unknown distribution 'gamma'"):
+        run('print(cdf(target=1, dist="gamma"))')
+    with pytest.raises(DMLRuntimeError, match="needs the parameter 'df'"):
+        run('print(cdf(target=1, dist="chisq"))')
+    with pytest.raises(DMLRuntimeError, match="outside"):
+        run('print(qnorm(target=1.5))')

@@ -17,6 +17,7 @@ from typing import Any
 
 from lafuse.runtime.local import kernels_agg as agg
 from lafuse.runtime.local import kernels_datagen as datagen
+from lafuse.runtime.local import kernels_dist as dist
 from lafuse.runtime.local import kernels_elementwise as ew
 from lafuse.runtime.local import kernels_linalg as la
 from lafuse.runtime.local import kernels_reorg as reorg
@@ -38,6 +39,13 @@ for _op in ("exp", "sqrt", "abs", "sin", "cos", "tan", "asin", "acos", "atan", "
             "ceil", "floor", "round", "sign", "isNaN", "isNA", "isInf"):
     KERNELS[_op] = ew.make_unary(_op)
 KERNELS["log"] = ew.k_log
+
+# probability distributions
+KERNELS["cdf"] = dist.k_cdf
+KERNELS["icdf"] = dist.k_icdf
+for _short in dist.R_STYLE:
+    for _pre in ("p", "q"):
+        KERNELS[_pre + _short] = dist.make_r_style(_pre, _short)
 
 # aggregates
 KERNELS.update({
