@@ -219,6 +219,9 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
         x, rl, ru, cl, cu = ins
         r = _range_len(rl, ru, h.params.get("row_single"), known)
         c = _range_len(cl, cu, h.params.get("col_single"), known)
+        # extents learned at recompile time from the bounds' values (recompile.range_spans)
+        r = h.params.get("row_extent", -1) if r < 0 else r
+        c = h.params.get("col_extent", -1) if c < 0 else c
         if h.params.get("row_all"):
             r = x.rows
         if h.params.get("col_all"):

@@ -40,14 +40,16 @@ def copy_dag(dag: Dag) -> Dag:
 def size_scalars(dag: Dag) -> set[str]:
     """Scalar variables whose values feed a size-determining argument."""
     out: set[str] = set()
+    spans = set(range_spans(dag))
     for h in dag.hops():
         if h.op in _SIZE_OPS:
             ins = h.inputs
             if h.op == "rix" and len(ins) == 5:
-                # X[i, ] has one row whatever i is: a single-index dimension does not make its
-                # index part of the plan-cache key (else a loop recompiles on every iteration)
+                # X[i, ] has one row whatever i is, and X[beg:end, ] has end - beg + 1 rows whatever
+                # beg is: such bounds do not enter the plan-cache key by value (else a loop over rows
+                # or mini-batches recompiles on every iteration); range_spans keys the extent instead
                 ins = [ins[0]] + [x for lo, hi in ((ins[1], ins[2]), (ins[3], ins[4]))
-                                  if not _same_scalar(lo, hi) for x in (lo, hi)]
+                                  if not _same_scalar(lo, hi) and _span(lo, hi) not in spans for x in (lo, hi)]
             stack = [i for i in ins if i.dt == SCALAR]
             while stack:
                 s = stack.pop()
@@ -57,15 +59,43 @@ def size_scalars(dag: Dag) -> set[str]:
     return out
 
 
+def _span(lo: Hop, hi: Hop) -> tuple[str, str] | None:
+    if lo.op == hi.op == "tread" and lo.name and hi.name and lo.name != hi.name:
+        return lo.name, hi.name
+    return None
+
+
+def range_spans(dag: Dag) -> list[tuple[str, str]]:
+    """(lower, upper) variable pairs of ``X[lo:hi, ]`` / ``X[, lo:hi]`` ranges whose bounds are plain
+    variables: their extent ``hi - lo + 1``, not their values, is what the plan depends on."""
+    out: list[tuple[str, str]] = []
+    for h in dag.hops():
+        if h.op == "rix" and len(h.inputs) == 5:
+            for lo, hi in ((h.inputs[1], h.inputs[2]), (h.inputs[3], h.inputs[4])):
+                sp = _span(lo, hi)
+                if sp is not None and sp not in out:
+                    out.append(sp)
+    return out
+
+
+def _extent(st: dict[str, Any], sp: tuple[str, str]) -> int | None:
+    lo, hi = st.get(sp[0]), st.get(sp[1])
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool) \
+            and not isinstance(hi, bool):
+        return int(hi) - int(lo) + 1
+    return None
+
+
 def _same_scalar(a: Hop, b: Hop) -> bool:
     return a is b or (a.op == b.op == "tread" and a.name is not None and a.name == b.name)
 
 
 def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
-    if b.size_scalars is None or b.tread_names is None:
+    if b.size_scalars is None or b.tread_names is None or b.size_spans is None:
         b.size_scalars = size_scalars(b.dag)
+        b.size_spans = range_spans(b.dag)
         b.tread_names = sorted(b.dag.reads())
-    sig = []
+    sig: list[Any] = [(sp, _extent(st, sp)) for sp in b.size_spans]
     for name in b.tread_names:
         v = st.get(name)
         if v is not None and is_matrix(v):
@@ -78,8 +108,16 @@ def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
 def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool = False,
                   scalars: set[str] | None = None) -> Dag:
     """``scalars``: the scalar variables whose values may be used (they must be part of the plan
-    cache key, or a cached plan would carry facts of another iteration's values)."""
+    cache key, or a cached plan would carry facts of another iteration's values). Range extents
+    (``range_spans``) are used too: they are part of the key as well."""
     new = copy_dag(dag)
+    for h in new.hops():
+        if h.op == "rix" and len(h.inputs) == 5:
+            for (lo, hi), key in (((h.inputs[1], h.inputs[2]), "row_extent"), ((h.inputs[3], h.inputs[4]), "col_extent")):
+                sp = _span(lo, hi)
+                n = _extent(st, sp) if sp is not None else None
+                if n is not None and n > 0:
+                    h.params[key] = n
     names = scalars if scalars is not None else set(st)
     known = {k: v for k, v in st.items() if k in names and isinstance(v, (int, float, bool, str))}
     for h in new.hops():

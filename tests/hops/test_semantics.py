@@ -163,6 +163,39 @@ def test_row_loop_reuses_its_recompiled_plan():
     assert stats.recompiles <= 2
 
 
+def test_minibatch_loop_keys_its_plan_by_batch_extent():
+    """autoencoder's pattern: X[beg:end, ] with beg moving; the plan depends on end - beg + 1 only, so
+    full batches share one plan and the short last batch gets a second (it used to be one per batch)."""
+    import io
+
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    text = """
+    X = matrix(seq(1, 230), 115, 2)
+    n = nrow(X)
+    total = 0
+    beg = 1
+    while (beg <= n) {
+      end = beg + 9
+      if (end > n) end = n
+      B = X[beg:end, ]
+      total = total + sum(t(B) %*% removeEmpty(target=B, margin="rows")) + nrow(B)
+      beg = end + 1
+    }
+    print(total)
+    """
+    stats = Stats()
+    comp = Compiler(cfgmod.Config(), stats=stats)
+    prog = comp.compile_text(text, "t.dml")
+    out = io.StringIO()
+    Interpreter(prog, comp, out=out, stats=stats).run({})
+    X = np.arange(1, 231, dtype=float).reshape(115, 2)
+    expected = sum(float((X[b:b + 10].T @ X[b:b + 10]).sum()) + len(X[b:b + 10]) for b in range(0, 115, 10))
+    assert float(out.getvalue()) == pytest.approx(expected, rel=1e-12)
+    assert stats.recompiles <= 4
+
+
 def test_undefined_variable_is_a_validation_error():
     with pytest.raises(DMLValidationError) as ei:
         run("x = 1\nprint(y)")
