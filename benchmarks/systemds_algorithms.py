@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=10000, help="rows of the feature matrix (ratings: rows/2 x 30)")
     ap.add_argument("--reps", type=int, default=1, help="interleaved repetitions per driver (median reported)")
     ap.add_argument("--only", nargs="*", default=None, help="driver names (without .dml) to run")
+    ap.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     a = ap.parse_args(argv)
     names = sorted(p.stem for p in corpus.ALGORITHMS_DIR.glob("*.dml"))
     if a.only:
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     console = Console(width=120)
+    rows: list[tuple[str, ...]] = []
     table = Table(title=f"SystemDS's scripts, unmodified: lafuse vs SystemDS 3.4.0 ({a.rows} rows, "
                         f"median of {a.reps})")
     for col in ("driver", "script", "max rel diff", "lafuse s", "SystemDS s", "lafuse/SystemDS"):
@@ -85,8 +87,14 @@ def main(argv: list[str] | None = None) -> int:
                 tl.append(t_laf)
                 ts.append(t_sds)
             ml, ms = statistics.median(tl), statistics.median(ts)
-            table.add_row(n, script_of(n + ".dml"), f"{max(diffs):.1e}", f"{ml:.2f}", f"{ms:.2f}", f"{ml / ms:.2f}")
+            rows.append((n, script_of(n + ".dml"), f"{max(diffs):.1e}", f"{ml:.2f}", f"{ms:.2f}", f"{ml / ms:.2f}"))
+            table.add_row(*rows[-1])
     console.print(table)
+    if a.markdown:
+        print("| driver | script | max rel diff | lafuse s | SystemDS s | lafuse/SystemDS |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
     return 0
 
 
