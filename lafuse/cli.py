@@ -15,7 +15,7 @@ from typing import Any
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLStop
 
-EXPLAIN_LEVELS = ("hops", "runtime", "recompile_hops", "recompile_runtime")
+EXPLAIN_LEVELS = ("hops", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,9 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--no-rewrites", action="store_true", help="switch off HOP rewrites")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "explain":
-            r.add_argument("--until", default="rewritten", choices=("parsed", "hops", "rewritten", "runtime"),
+            r.add_argument("--until", default="rewritten",
+                           choices=("parsed", "hops", "rewritten", "runtime", "cost"),
                            help="stage to print: parsed (AST), hops (as built, before rewrites), "
-                                "rewritten (after rewrites and size propagation), runtime (instructions)")
+                                "rewritten (after rewrites and size propagation), runtime (instructions), "
+                                "cost (instructions with # C=[io, compute] estimates and block totals)")
     return p
 
 
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         lafuse_builtins=cfg.lafuse_builtins and not ns.no_lafuse_builtins,
     )
     if ns.cmd == "explain":
-        cfg = cfg.with_(explain="runtime" if ns.until == "runtime" else "hops")
+        cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost") else "hops")
         if ns.until == "hops":
             cfg = cfg.with_(rewrites=False)
     if ns.inline is None and ns.script is None:
@@ -150,8 +152,16 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         from lafuse.explain import explain_program
 
         print(explain_program(prog, cfg.explain, comp), flush=True)
+    elif cfg.explain == "cost":
+        from lafuse.cost.program import estimate_program
+
+        print("\n".join(estimate_program(prog, comp, render=True).lines), flush=True)
     if ns.cmd == "explain":
         return 0
+    if stats is not None:
+        from lafuse.cost.program import estimate_program
+
+        stats.estimated_total = estimate_program(prog, comp).total
     interp = Interpreter(prog, comp, stats=stats)
     t0 = time.perf_counter()
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -20,10 +21,23 @@ class Stats:
     functions_called: int = 0
     op_time: dict[str, float] = field(default_factory=dict)
     op_count: dict[str, int] = field(default_factory=dict)
+    op_est: dict[str, float] = field(default_factory=dict)  # cost-model seconds per opcode, as executed
+    estimated_total: float | None = None  # whole-program estimate made before running (if any)
+    profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
 
-    def record(self, opcode: str, seconds: float) -> None:
+    def record(self, opcode: str, seconds: float, est: float = 0.0) -> None:
         self.op_time[opcode] = self.op_time.get(opcode, 0.0) + seconds
         self.op_count[opcode] = self.op_count.get(opcode, 0) + 1
+        self.op_est[opcode] = self.op_est.get(opcode, 0.0) + est
+
+    def estimate(self, ins: Any) -> float:
+        """The cost model's seconds for one executed instruction, from its HOP's (re)compiled sizes;
+        a call's body is recorded by its own instructions, so the call itself is its overhead."""
+        from lafuse.cost import operators, profile
+
+        if self.profile is None:
+            self.profile = profile.load()
+        return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace).total
 
     def heavy_hitters(self, n: int = 10) -> list[tuple[str, float, int]]:
         items = sorted(self.op_time.items(), key=lambda kv: -kv[1])[:n]
@@ -44,7 +58,16 @@ class Stats:
         ]
         hh = self.heavy_hitters(n)
         w = max([len(op) for op, _, _ in hh] + [11])
-        lines.append(f"  {'#':>3}  {'Instruction':<{w}}  {'Time(s)':>9}  {'Count':>7}")
+        lines.append(f"  {'#':>3}  {'Instruction':<{w}}  {'Time(s)':>9}  {'Count':>7}  {'Est(s)':>9}  {'Est/Time':>8}")
         for i, (op, t, c) in enumerate(hh, 1):
-            lines.append(f"  {i:>3}  {op:<{w}}  {t:>9.3f}  {c:>7}")
+            if op.startswith("fcall "):  # measured time includes the body; its estimate does not
+                est = ratio = "-"
+            else:
+                e = self.op_est.get(op, 0.0)
+                est, ratio = f"{e:.3f}", (f"{e / t:.2f}" if t > 0 else "-")
+            lines.append(f"  {i:>3}  {op:<{w}}  {t:>9.3f}  {c:>7}  {est:>9}  {ratio:>8}")
+        if self.estimated_total is not None:
+            ratio = f"{self.estimated_total / self.exec_time:.2f}" if self.exec_time > 0 else "-"
+            lines.append(f"Estimated execution time (cost model, before running): {self.estimated_total:.3f} sec. "
+                         f"(estimate/measured {ratio})")
         return "\n".join(lines)

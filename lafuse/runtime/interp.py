@@ -160,8 +160,10 @@ class Interpreter:
                 if check:
                     _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
+                    if ins.est is None:
+                        ins.est = stats.estimate(ins)
                     stats.record(ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"],
-                                 time.perf_counter() - t0)
+                                 time.perf_counter() - t0, ins.est)
             except DMLError as e:
                 raise e.with_span(ins.hop.span) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, MemoryError,

@@ -30,6 +30,7 @@ class Instruction:
     free: list[int] = field(default_factory=list)
     cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
     inplace: bool = False  # lix that may update its target in place (see interp._lix_inplace)
+    est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
 
     def render(self) -> str:
         ins = " ".join(f"_r{a}" for a in self.args)

@@ -1,0 +1,1 @@
+"""Analytical cost model: hardware profile, per-instruction costs and program costing (paper 003)."""

@@ -1,0 +1,38 @@
+"""Cost-model constants with units, in one place.
+
+The hardware rates are defaults for a machine that has not been calibrated (``lafuse calibrate``
+writes measured ones into the profile, see :mod:`lafuse.cost.profile`); they are deliberately
+conservative (a small 2-core cloud VM). The operation weights say how many "simple element-wise
+operation" units one cell of an operation costs (paper 001 sec. 4.2 weights division, exp, log...).
+"""
+
+from __future__ import annotations
+
+# ---- default hardware rates (overridden by a calibrated profile)
+DEFAULT_MEM_READ_BW = 6.0e9  # bytes/s, streaming read of a large float64 array
+DEFAULT_MEM_WRITE_BW = 3.0e9  # bytes/s, streaming write (allocation + fill)
+DEFAULT_BLAS_FLOPS = 2.0e10  # FLOP/s, dense matrix multiply through BLAS (all threads)
+DEFAULT_ELEMENTWISE_RATE = 5.0e8  # cells/s, simple binary op (x + y) on cache-resident data
+DEFAULT_TRANSCENDENTAL_RATE = 1.0e8  # cells/s, exp/log/tanh
+DEFAULT_SPARSE_RATE = 2.0e8  # non-zeros/s, CSR traversal (sparse-dense products, aggregates)
+DEFAULT_INSTRUCTION_OVERHEAD = 1.0e-5  # s, interpreter dispatch + bookkeeping per instruction
+DEFAULT_CSV_READ_RATE = 1.0e7  # cells/s, parsing text (csv/ijv/mm) input
+DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style doubles)
+DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
+DEFAULT_CODEGEN_COMPILE_TIME = 0.5  # s, compiling one generated kernel (issue #5)
+SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
+
+# ---- operation weights, in simple-element-wise-op units per cell
+WEIGHT_SIMPLE = 1.0  # + - * comparisons, min/max
+WEIGHT_DIVIDE = 2.0  # /, %%, %/%
+WEIGHT_POW = 8.0  # ^ with a non-integer exponent
+WEIGHT_SQRT = 2.0
+WEIGHT_TRANSCENDENTAL = 1.0  # exp, log, sin, tanh... are priced by the transcendental rate instead
+
+# ---- control flow (paper 003 eq. 1)
+DEFAULT_WHILE_ITERATIONS = 10  # iterations assumed for a while loop or a for loop with unknown bounds
+DEFAULT_UNKNOWN_DIM = 1000  # rows or cols assumed for a matrix whose size is unknown at costing time
+
+# ---- sizes
+BYTES_PER_CELL = 8  # float64
+BYTES_PER_SPARSE_CELL = 12  # CSR: 8-byte value + 4-byte column index

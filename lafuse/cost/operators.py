@@ -1,0 +1,200 @@
+"""White-box time estimates of single runtime instructions (paper 003 sec. 3.3, paper 001 sec. 4.2).
+
+An instruction's estimate is a cost vector ``[io, compute]``:
+
+* ``io``: reading or writing persistent data (``read``/``write``), by format: text formats by the
+  parse/format rate per cell, binary (.npy) by bandwidth over its serialized size;
+* ``compute``: the interpreter's per-instruction overhead plus the roofline maximum of main-memory
+  time (bytes of inputs read and output written, over the measured bandwidths) and operation time
+  (FLOPs over the BLAS rate for matrix products and factorizations; weighted cells over the
+  element-wise or transcendental rate; non-zeros over the sparse rate for sparse inputs).
+
+Sizes come from the instruction's HOP (dims and nnz as propagated at compile or recompile time).
+A matrix whose dims are unknown is priced at ``DEFAULT_UNKNOWN_DIM`` per unknown dim and the
+estimate is marked ``exact=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from lafuse.cost import constants as K
+from lafuse.cost.profile import HardwareProfile
+from lafuse.hops.hop import MATRIX, Hop
+from lafuse.hops.sizes import SPARSITY_TURN_POINT
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds of IO and of compute; ``exact`` is False when unknown sizes were guessed."""
+
+    io: float = 0.0
+    compute: float = 0.0
+    exact: bool = True
+
+    @property
+    def total(self) -> float:
+        return self.io + self.compute
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.io + other.io, self.compute + other.compute, self.exact and other.exact)
+
+    def scale(self, w: float) -> Cost:
+        return Cost(self.io * w, self.compute * w, self.exact)
+
+
+ZERO = Cost()
+
+TRANSCENDENTAL = {"exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid"}
+DIVIDE = {"/", "%%", "%/%"}
+FULL_AGG = {"sum", "mean", "prod", "var", "sd", "min", "max", "trace", "median", "length", "nrow", "ncol"}
+FACTORIZATIONS = {"solve", "inv", "cholesky", "det", "eigen", "svd", "qr", "lu"}
+NO_DATA = {"tread", "twrite", "get", "time", "stop", "assert", "list", "lrix", "llix", "exists", "nrow", "ncol",
+           "length"}
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Size facts of one operand: rows, cols, nnz (-1 unknown), matrix or not, guessed or not."""
+
+    rows: int
+    cols: int
+    nnz: int
+    matrix: bool
+    exact: bool
+
+    @property
+    def cells(self) -> float:
+        return float(self.rows) * float(self.cols) if self.matrix else 1.0
+
+    @property
+    def sparse(self) -> bool:
+        return self.matrix and self.nnz >= 0 and self.cells > 0 and self.nnz < SPARSITY_TURN_POINT * self.cells
+
+    @property
+    def nz(self) -> float:
+        return float(self.nnz) if self.nnz >= 0 else self.cells
+
+    @property
+    def bytes(self) -> float:
+        if not self.matrix:
+            return 8.0
+        return self.nz * K.BYTES_PER_SPARSE_CELL if self.sparse else self.cells * K.BYTES_PER_CELL
+
+
+def meta(h: Hop) -> Meta:
+    if h.dt != MATRIX:
+        return Meta(1, 1, 1, False, True)
+    r, c = h.rows, h.cols
+    exact = r >= 0 and c >= 0
+    r = r if r >= 0 else K.DEFAULT_UNKNOWN_DIM
+    c = c if c >= 0 else K.DEFAULT_UNKNOWN_DIM
+    return Meta(r, c, h.nnz if exact else -1, True, exact)
+
+
+def _roofline(prof: HardwareProfile, read_bytes: float, write_bytes: float, op_time: float) -> float:
+    mem = read_bytes / prof.mem_read_bw + write_bytes / prof.mem_write_bw
+    return max(mem, op_time)
+
+
+def _literal_arg(h: Hop, name: str) -> Any:
+    for slot, i in zip(h.params.get("slots") or (), h.inputs):
+        if slot == name and i.is_literal:
+            return i.value
+    return h.params.get(name)
+
+
+def _io_read(h: Hop, out: Meta, prof: HardwareProfile) -> float:
+    fmt = str(_literal_arg(h, "format") or "")
+    name = (h.name or "").lower()
+    if fmt == "binary" or name.endswith(".npy"):
+        return out.cells * K.BYTES_PER_CELL / prof.binary_read_bw
+    return (out.nz if fmt in ("text", "mm") else out.cells) / prof.csv_read_rate
+
+
+def _matmult_flops(a: Meta, b: Meta) -> tuple[float, bool]:
+    """(FLOPs, through BLAS?) of A %*% B: dense products run at the BLAS rate; with a sparse
+    operand every non-zero meets each column of the other side (2 FLOPs each) in a scalar loop."""
+    if a.sparse or b.sparse:
+        if a.sparse:
+            return 2.0 * a.nz * b.cols, False
+        return 2.0 * b.nz * a.rows, False
+    return 2.0 * a.rows * a.cols * b.cols, True
+
+
+def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False) -> Cost:
+    """Estimate one instruction that computes HOP ``h`` with opcode ``opcode`` (``fcall`` bodies are
+    costed by the program coster, not here)."""
+    ins = [meta(i) for i in h.inputs]
+    out = meta(h)
+    exact = out.exact and all(m.exact for m in ins)
+    overhead = prof.instruction_overhead
+    mats = [m for m in ins if m.matrix]
+    read = sum(m.bytes for m in mats)
+    write = out.bytes if out.matrix else 0.0
+    io = 0.0
+    op_time = 0.0
+    kind = h.kind
+
+    if opcode in NO_DATA or opcode == "fcall":
+        return Cost(0.0, overhead, exact)
+    if opcode == "pread":
+        io = _io_read(h, out, prof)
+        return Cost(io, overhead + write / prof.mem_write_bw, exact)
+    if opcode == "write":
+        tgt = ins[0] if ins else out
+        fmt = _literal_arg(h, "format") or "text"
+        rate_cells = tgt.nz if fmt in ("text", "mm") else tgt.cells
+        io = rate_cells / prof.csv_write_rate if fmt != "binary" else tgt.bytes / prof.binary_read_bw
+        return Cost(io, overhead, exact)
+    if opcode in ("print", "toString"):
+        cells = max((m.cells for m in mats), default=1.0)
+        return Cost(0.0, overhead + cells / prof.csv_write_rate, exact)
+    if opcode == "%*%" and len(mats) == 2:
+        flops, blas = _matmult_flops(mats[0], mats[1])
+        if blas:
+            op_time = flops / prof.blas_flops
+        else:  # traversal of the non-zeros, or the multiply-adds at element-wise speed, whichever dominates
+            nz = sum(m.nz for m in mats if m.sparse)
+            op_time = max(nz / prof.sparse_rate, flops / (2.0 * prof.elementwise_rate))
+    elif opcode in FACTORIZATIONS and mats:
+        n = mats[0].rows
+        rhs = mats[1].cols if len(mats) > 1 else n
+        flops = {"solve": 2.0 / 3.0 * n ** 3 + 2.0 * n * n * rhs, "cholesky": n ** 3 / 3.0,
+                 "det": 2.0 / 3.0 * n ** 3}.get(opcode, 10.0 * n ** 3 if opcode in ("eigen", "svd") else 2.0 * n ** 3)
+        op_time = flops / prof.blas_flops
+    elif kind in ("binary", "unary", "ternary") or opcode in TRANSCENDENTAL:
+        cells = out.cells if out.matrix else max((m.cells for m in mats), default=1.0)
+        if any(m.sparse for m in mats) and out.sparse:
+            cells = out.nz
+        rate = prof.transcendental_rate if opcode in TRANSCENDENTAL else prof.elementwise_rate
+        weight = K.WEIGHT_DIVIDE if opcode in DIVIDE else K.WEIGHT_POW if opcode == "^" else \
+            K.WEIGHT_SQRT if opcode == "sqrt" else K.WEIGHT_SIMPLE
+        op_time = cells * weight / rate if mats else 0.0
+    elif kind == "agg_unary" and mats:
+        x = mats[0]
+        cells = x.nz if x.sparse else x.cells
+        op_time = cells / (prof.sparse_rate if x.sparse else prof.elementwise_rate)
+        if opcode.startswith(("cum",)):
+            op_time *= 2.0
+    elif opcode in ("rand", "Rand", "sample"):
+        # lafuse's rand reproduces SystemDS's Java generator: a few integer ops per cell
+        op_time = out.nz * 8.0 / prof.elementwise_rate
+    elif opcode in ("order", "sort"):
+        n = mats[0].rows if mats else 1
+        op_time = n * max(math.log2(max(n, 2)), 1.0) * 4.0 / prof.elementwise_rate
+    elif opcode in ("table", "aggregate", "removeEmpty", "replace", "contains"):
+        cells = sum(m.nz if m.sparse else m.cells for m in mats)
+        op_time = cells * 4.0 / prof.elementwise_rate
+    elif opcode == "t":
+        # a strided copy: read and write every cell out of order (about twice a streaming copy)
+        read *= 2.0
+    elif opcode in ("rix",):
+        read = write  # only the selected cells are touched
+    elif opcode == "lix":
+        if inplace or (len(mats) > 1 and mats[0].cells > 10 * mats[1].cells):
+            read, write = mats[-1].bytes, mats[-1].bytes
+    compute = overhead + _roofline(prof, read, write, op_time)
+    return Cost(io, compute, exact)

@@ -1,0 +1,268 @@
+"""Costing a whole runtime program before it runs (paper 003 sec. 3.2).
+
+One pass over the program in execution order. Generic blocks are lowered to their instructions
+and each instruction is priced by :func:`lafuse.cost.operators.instruction_cost`; function calls
+add the cost of the callee's body (a call stack stops recursion). Control flow aggregates the
+children by Eq. 1 of paper 003: a for loop multiplies its body by the iteration count (known when
+its bounds fold to constants, else ``DEFAULT_WHILE_ITERATIONS``), a while loop by that constant, a
+parfor by ``ceil(N / k)`` for ``k`` worker threads, and an if-block weighs each branch by 1/2 unless
+its predicate folds to a constant. Scalar variables whose values are known (literals, and
+expressions of known scalars and sizes) are tracked across blocks so loop bounds like ``1:n`` fold.
+
+Persistent reads are explicit ``read`` instructions in lafuse, so "the first reader pays the IO"
+holds by construction: the read instruction carries the IO cost, its consumers only compute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lafuse.cost import constants as K
+from lafuse.cost.operators import ZERO, Cost, instruction_cost
+from lafuse.cost.profile import HardwareProfile, load
+from lafuse.hops import sizes
+from lafuse.hops.hop import SCALAR
+from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
+
+
+def fmt_cost(c: Cost) -> str:
+    mark = "" if c.exact else "~"
+    return f"# C=[{mark}{_s(c.io)}, {mark}{_s(c.compute)}]"
+
+
+def _s(x: float) -> str:
+    return f"{x:.3g}s"
+
+
+@dataclass
+class ProgramCost:
+    """The estimate of a program: total cost, per-opcode seconds (weighted by loop iterations),
+    and, when rendered, the annotated plan."""
+
+    total_cost: Cost
+    by_opcode: dict[str, float] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return self.total_cost.total
+
+
+class ProgramCoster:
+    def __init__(self, compiler: Any, prof: HardwareProfile | None = None, render: bool = False,
+                 threads: int | None = None, sparse_loaded: bool | None = None):
+        self.compiler = compiler
+        self.prof = prof or load()
+        self.render = render
+        self.threads = threads or compiler.cfg.threads
+        self.by_opcode: dict[str, float] = {}
+        self.lines: list[str] = []
+        self._stack: list[str] = []
+        self._weight = 1.0  # product of the enclosing loop/branch weights (for by_opcode)
+        # process state, like a variable's in-memory state: the first sparse value pays the import
+        import sys
+
+        self._sparse_loaded = "scipy.sparse" in sys.modules if sparse_loaded is None else sparse_loaded
+
+    # ------------------------------------------------------------------ entry points
+    def program(self, prog: Program) -> ProgramCost:
+        self._emit(0, "PROGRAM")
+        self._emit(1, "MAIN PROGRAM")
+        total = self.blocks(prog.blocks, {}, 2)
+        self._emit(0, f"TOTAL {fmt_cost(total)} = {_s(total.total)}")
+        return ProgramCost(total, dict(self.by_opcode), self.lines)
+
+    def blocks(self, blocks: list[Block], known: dict[str, Any], depth: int) -> Cost:
+        total = ZERO
+        for b in blocks:
+            total = total + self.block(b, known, depth)
+        return total
+
+    # ------------------------------------------------------------------ blocks
+    def block(self, b: Block, known: dict[str, Any], depth: int) -> Cost:
+        if isinstance(b, GenericBlock):
+            return self._generic(b, known, depth)
+        if isinstance(b, IfBlock):
+            return self._if(b, known, depth)
+        if isinstance(b, WhileBlock):
+            head = len(self.lines)
+            self._emit(depth, f"WHILE ({b.lines}) [iterations~{K.DEFAULT_WHILE_ITERATIONS}]")
+            body = self._weighted(K.DEFAULT_WHILE_ITERATIONS, lambda: self._dag(b.pred, known, depth + 1)
+                                  + self.blocks(b.body, self._forget_assigned(known, b.body), depth + 1))
+            self._close(head, body)
+            return body.scale(K.DEFAULT_WHILE_ITERATIONS)
+        if isinstance(b, ForBlock):
+            return self._for(b, known, depth)
+        return ZERO
+
+    def _generic(self, b: GenericBlock, known: dict[str, Any], depth: int) -> Cost:
+        head = len(self.lines)
+        self._emit(depth, f"GENERIC ({b.lines})")
+        cost = self._dag(b.dag, known, depth + 1, plan=b.plan)
+        # scalars this block assigns: their values, when they fold, are known to later blocks
+        for r in b.dag.roots:
+            if r.op == "twrite" and r.name and r.inputs:
+                v = sizes.scalar_value(r.inputs[0], known) if r.inputs[0].dt == SCALAR else None
+                if isinstance(v, (int, float, str, bool)):
+                    known[r.name] = v
+                else:
+                    known.pop(r.name, None)
+        self._close(head, cost)
+        return cost
+
+    def _dag(self, dag: Dag, known: dict[str, Any], depth: int, plan: Any = None) -> Cost:
+        if plan is None:
+            plan = self.compiler.lower_dag(dag)
+        total = ZERO
+        for ins in plan.instructions:
+            c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace)
+            if not self._sparse_loaded and _makes_sparse(ins.hop):
+                self._sparse_loaded = True
+                c = c + Cost(0.0, K.SCIPY_SPARSE_IMPORT_TIME, c.exact)
+            if self.render:
+                self._emit(depth, f"{ins.render()} {fmt_cost(c)}")
+            self.by_opcode[ins.opcode] = self.by_opcode.get(ins.opcode, 0.0) + self._weight * c.total
+            total = total + c
+            if ins.opcode == "fcall":
+                total = total + self._call(ins.hop.params["fname"], depth + 1)
+        return total
+
+    def _call(self, key: str, depth: int) -> Cost:
+        if key in self._stack:  # recursion: the recursive call itself is priced at its overhead only
+            return ZERO
+        fp = self.compiler.function(key)
+        self._stack.append(key)
+        try:
+            head = len(self.lines)
+            self._emit(depth, f"FUNCTION {key}")
+            cost = self.blocks(fp.blocks, {}, depth + 1)
+            self._close(head, cost)
+        finally:
+            self._stack.pop()
+        return cost
+
+    def _if(self, b: IfBlock, known: dict[str, Any], depth: int) -> Cost:
+        head = len(self.lines)
+        pred = self._fold(b.pred, known)
+        if isinstance(pred, (bool, int, float)) and not isinstance(pred, str):
+            w_then, w_else = (1.0, 0.0) if pred else (0.0, 1.0)
+        else:
+            w_then = w_else = 1.0 / 2.0  # Eq. 1: 1/|c(b)| per branch
+        self._emit(depth, f"IF ({b.lines}) [branch weights {w_then:g}/{w_else:g}]")
+        cost = self._dag(b.pred, known, depth + 1)
+        k_then, k_else = dict(known), dict(known)
+        cost = cost + self._weighted(w_then, lambda: self.blocks(b.then_blocks, k_then, depth + 1)).scale(w_then)
+        if b.else_blocks:
+            self._emit(depth, "ELSE")
+            cost = cost + self._weighted(w_else, lambda: self.blocks(b.else_blocks, k_else, depth + 1)).scale(w_else)
+        # after the branch, a scalar is known only if both branches agree on it
+        for name in set(known) | set(k_then) | set(k_else):
+            if k_then.get(name, None) == k_else.get(name, None) and name in k_then:
+                known[name] = k_then[name]
+            else:
+                known.pop(name, None)
+        self._close(head, cost)
+        return cost
+
+    def _for(self, b: ForBlock, known: dict[str, Any], depth: int) -> Cost:
+        head = len(self.lines)
+        start, stop = self._fold(b.start, known), self._fold(b.stop, known)
+        incr = self._fold(b.incr, known) if b.incr is not None else None
+        n = _iterations(start, stop, incr, b.incr is None)
+        guessed = n is None
+        n = K.DEFAULT_WHILE_ITERATIONS if n is None else n
+        w = math.ceil(n / max(self.threads, 1)) if b.parallel and self.threads > 1 else n
+        kind = "PARFOR" if b.parallel else "FOR"
+        self._emit(depth, f"{kind} ({b.lines}) [iterations{'~' if guessed else '='}{n}, weight {w}]")
+        bounds = ZERO
+        for d in (b.start, b.stop, b.incr):
+            if d is not None:
+                bounds = bounds + self._dag(d, known, depth + 1)
+        inner = self._forget_assigned(known, b.body)
+        inner.pop(b.var, None)
+        body = self._weighted(w, lambda: self.blocks(b.body, inner, depth + 1))
+        total = bounds + body.scale(w)
+        if guessed:
+            total = Cost(total.io, total.compute, False)
+        self._close(head, total)
+        return total
+
+    # ------------------------------------------------------------------ helpers
+    def _weighted(self, w: float, fn: Callable[[], Cost]) -> Cost:
+        saved = self._weight
+        self._weight = saved * w
+        try:
+            return fn()
+        finally:
+            self._weight = saved
+
+    def _fold(self, dag: Dag | None, known: dict[str, Any]) -> Any:
+        if dag is None or not dag.roots:
+            return None
+        return sizes.scalar_value(dag.roots[0], known)
+
+    @staticmethod
+    def _forget_assigned(known: dict[str, Any], body: list[Block]) -> dict[str, Any]:
+        """Inside a loop, a scalar the body reassigns is not a constant (its first-iteration value
+        would be wrong for later iterations)."""
+        from lafuse.hops.program import iter_blocks
+
+        assigned: set[str] = set()
+        for blk in iter_blocks(body):
+            if isinstance(blk, GenericBlock):
+                assigned.update(r.name for r in blk.dag.roots if r.op == "twrite" and r.name)
+        out = {k: v for k, v in known.items() if k not in assigned}
+        known.clear()
+        known.update(out)
+        return known
+
+    def _emit(self, depth: int, text: str) -> None:
+        if self.render:
+            self.lines.append("--" * depth + text)
+
+    def _close(self, head: int, cost: Cost) -> None:
+        """Append the block's total to its header line."""
+        if self.render and head < len(self.lines):
+            self.lines[head] += f" {fmt_cost(cost)}"
+
+
+def _makes_sparse(h: Any) -> bool:
+    from lafuse.cost.operators import meta
+
+    return h.dt == "matrix" and meta(h).sparse and meta(h).cells > 1
+
+
+def _iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
+    nums = (start, stop) if default_incr else (start, stop, incr)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in nums):
+        return None
+    a, b = int(start), int(stop)
+    step = (1 if b >= a else -1) if default_incr else int(incr)
+    if step == 0 or (b - a) * step < 0:
+        return 0
+    return (b - a) // step + 1
+
+
+def estimate_program(prog: Program, compiler: Any, prof: HardwareProfile | None = None,
+                     render: bool = False) -> ProgramCost:
+    return ProgramCoster(compiler, prof, render).program(prog)
+
+
+def estimate_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
+                  prof: HardwareProfile | None = None, render: bool = False) -> ProgramCost:
+    """Compile ``text`` (without running it) and estimate its execution time on this machine."""
+    from lafuse import config as cfgmod
+    from lafuse.compiler import Compiler
+
+    comp = Compiler(cfgmod.get(), nvargs)
+    prog = comp.compile_text(text, path)
+    return estimate_program(prog, comp, prof, render)
+
+
+def estimate_file(path: str, nvargs: dict[str, Any] | None = None, prof: HardwareProfile | None = None,
+                  render: bool = False) -> ProgramCost:
+    with open(path, encoding="utf-8") as f:
+        return estimate_text(f.read(), path, nvargs, prof, render)

@@ -1,0 +1,156 @@
+"""The cost model: per-instruction estimates, program costing over control flow (paper 003 Eq. 1),
+EXPLAIN with costs and the estimated-vs-measured columns of --stats. Structural checks only; the
+accuracy against measured times lives in benchmarks/cost_accuracy.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lafuse import config as cfgmod
+from lafuse.compiler import Compiler
+from lafuse.cost import constants as K
+from lafuse.cost.operators import Cost, instruction_cost
+from lafuse.cost.profile import HardwareProfile
+from lafuse.cost.program import ProgramCoster, estimate_text
+from lafuse.hops.hop import MATRIX, Hop
+
+PROF = HardwareProfile()  # fixed default rates: estimates here do not depend on a calibration file
+LINREG = """
+X = rand(rows=2000, cols=50, seed=1)
+y = rand(rows=2000, cols=1, seed=2)
+lambda = 0.001
+A = t(X) %*% X + diag(matrix(lambda, rows=ncol(X), cols=1))
+b = t(X) %*% y
+beta = solve(A, b)
+print(sum(beta))
+"""
+COST = re.compile(r"# C=\[~?([0-9.e+-]+)s, ~?([0-9.e+-]+)s\]")
+
+
+def estimate(text: str, render: bool = False, threads: int = 2):
+    comp = Compiler(cfgmod.Config(threads=threads))
+    prog = comp.compile_text(text, "t.dml")
+    return ProgramCoster(comp, PROF, render, threads, sparse_loaded=True).program(prog)
+
+
+def _m(rows: int, cols: int, nnz: int = -1) -> Hop:
+    h = Hop("tread", "data", [], MATRIX, "double")
+    h.rows, h.cols, h.nnz = rows, cols, nnz
+    return h
+
+
+def _op(op: str, kind: str, ins: list[Hop], rows: int, cols: int, nnz: int = -1) -> Hop:
+    h = Hop(op, kind, ins, MATRIX, "double")
+    h.rows, h.cols, h.nnz = rows, cols, nnz
+    return h
+
+
+def test_dense_matmult_scales_with_flops_and_sparse_is_cheaper():
+    small = instruction_cost("%*%", _op("%*%", "matmult", [_m(500, 500), _m(500, 500)], 500, 500), PROF)
+    big = instruction_cost("%*%", _op("%*%", "matmult", [_m(1000, 1000), _m(1000, 1000)], 1000, 1000), PROF)
+    assert big.compute / small.compute == pytest.approx(8.0, rel=0.05)
+    sparse = instruction_cost("%*%", _op("%*%", "matmult", [_m(1000, 1000, 10000), _m(1000, 1000)], 1000, 1000),
+                              PROF)
+    assert sparse.compute < big.compute / 4
+    assert big.io == 0.0 and big.exact
+
+
+def test_elementwise_is_memory_bound_and_transcendentals_cost_more():
+    x = _m(2000, 1000)
+    add = instruction_cost("+", _op("+", "binary", [x, x], 2000, 1000), PROF)
+    ex = instruction_cost("exp", _op("exp", "unary", [x], 2000, 1000), PROF)
+    assert ex.compute > add.compute
+    cells = 2000 * 1000
+    mem = 2 * cells * 8 / PROF.mem_read_bw + cells * 8 / PROF.mem_write_bw
+    assert add.compute == pytest.approx(PROF.instruction_overhead + max(mem, cells / PROF.elementwise_rate))
+
+
+def test_read_pays_io_by_format_and_unknown_sizes_are_flagged():
+    r = _op("pread", "data", [], 100000, 10)
+    r.name = "/data/X.csv"
+    csv = instruction_cost("pread", r, PROF)
+    assert csv.io == pytest.approx(1e6 / PROF.csv_read_rate)
+    r2 = _op("pread", "data", [], 100000, 10)
+    r2.name = "/data/X.npy"
+    assert instruction_cost("pread", r2, PROF).io < csv.io / 5
+    unknown = instruction_cost("+", _op("+", "binary", [_m(-1, 10), _m(-1, 10)], -1, 10), PROF)
+    assert not unknown.exact
+
+
+def test_explain_cost_annotates_every_instruction_and_totals_add_up():
+    est = estimate(LINREG, render=True)
+    lines = est.lines
+    instr = [ln for ln in lines if ln.lstrip("-").startswith("CP ")]
+    assert instr and all(COST.search(ln) for ln in instr)
+    # the generic block's total is the sum of its instructions
+    blocks = [i for i, ln in enumerate(lines) if ln.lstrip("-").startswith("GENERIC")]
+    for bi in blocks:
+        depth = len(lines[bi]) - len(lines[bi].lstrip("-"))
+        members = []
+        for ln in lines[bi + 1:]:
+            d = len(ln) - len(ln.lstrip("-"))
+            if d <= depth:
+                break
+            members.append(ln)
+        total = sum(float(a) + float(b) for a, b in (COST.search(m).groups() for m in members))
+        io, comp = (float(x) for x in COST.search(lines[bi]).groups())
+        assert io + comp == pytest.approx(total, rel=0.01)
+    assert lines[-1].startswith("TOTAL") and est.total == pytest.approx(sum(est.by_opcode.values()), rel=1e-9)
+    # the heavy hitter is the X'X product, as in paper 003's figure 4
+    assert max(est.by_opcode, key=est.by_opcode.get) in ("%*%", "rand")
+
+
+def test_loops_branches_and_parfor_follow_eq_1():
+    body = "X = rand(rows=300, cols=300, seed=1)\n  print(sum(X))\n"
+    one = estimate(body).total
+    assert one > 1e-4
+    loop = estimate(f"for (i in 1:10) {{\n  {body}}}").total
+    assert loop == pytest.approx(10 * one, rel=0.05)
+    n = estimate(f"n = 4 * 5\nfor (i in 1:n) {{\n  {body}}}").total  # bounds fold through known scalars
+    assert n == pytest.approx(20 * one, rel=0.05)
+    par = estimate(f"parfor (i in 1:10) {{\n  {body}}}", threads=2).total
+    assert par == pytest.approx(5 * one, rel=0.05)
+    wl = estimate(f"i = 0\nwhile (i < 3) {{\n  {body}  i = i + 1\n}}").total
+    assert wl > K.DEFAULT_WHILE_ITERATIONS * one * 0.9
+    const_if = estimate(f"if (1 > 2) {{\n  {body}}}").total
+    assert const_if <= one / 10
+    unknown_if = estimate(f"x = rand(rows=1, cols=1, seed=3)\nif (as.scalar(x) > 0.5) {{\n  {body}}}").total
+    assert one * 0.4 < unknown_if < one * 0.7
+
+
+def test_function_calls_and_recursion_terminate():
+    text = """
+    f = function(Integer n) return (Integer r) {
+      if (n <= 1) { r = 1 } else { X = rand(rows=200, cols=200, seed=n); r = n * f(n - 1) }
+    }
+    print(f(5))
+    """
+    est = estimate(text, render=True)
+    assert est.total > 0 and any("FUNCTION f" in ln for ln in est.lines)
+
+
+def test_estimate_text_and_cost_arithmetic():
+    est = estimate_text(LINREG)
+    assert est.total > 0 and est.total_cost.io == 0.0
+    c = Cost(1.0, 2.0) + Cost(0.5, 0.5, exact=False)
+    assert (c.io, c.compute, c.exact, c.scale(2).total) == (1.5, 2.5, False, 8.0)
+
+
+def test_cli_explain_cost_and_stats_columns(tmp_path: Path):
+    p = tmp_path / "lr.dml"
+    p.write_text(LINREG)
+    r = subprocess.run([sys.executable, "-m", "lafuse", "explain", str(p), "--until", "cost"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("PROGRAM") and "# C=[" in r.stdout and "TOTAL" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "lafuse", "run", str(p), "--stats"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "Est/Time" in r.stdout
+    m = re.search(r"Estimated execution time \(cost model, before running\): ([0-9.]+) sec\. "
+                  r"\(estimate/measured ([0-9.]+)\)", r.stdout)
+    assert m and float(m.group(1)) > 0
