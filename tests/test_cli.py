@@ -96,12 +96,14 @@ def test_stats_reports_times_and_heavy_hitters(linreg: Path):
                 "Heavy hitter instructions (top 3):"):
         assert key in out
     table = out.split("Heavy hitter instructions (top 3):")[1].strip().splitlines()
-    assert table[0].split() == ["#", "Instruction", "Time(s)", "Count"]
-    rows = [ln.split() for ln in table[1:]]
+    assert table[0].split() == ["#", "Instruction", "Time(s)", "Count", "Est(s)", "Est/Time"]
+    rows = [ln.split() for ln in table[1:4]]
     assert len(rows) == 3 and [r[0] for r in rows] == ["1", "2", "3"]
-    times = [float(r[-2]) for r in rows]
+    times = [float(r[-4]) for r in rows]
     assert times == sorted(times, reverse=True)
-    assert all(int(r[-1]) >= 1 for r in rows)
+    assert all(int(r[-3]) >= 1 for r in rows)
+    assert all(r[-2] == "-" or float(r[-2]) >= 0 for r in rows)  # the cost model's estimate per opcode
+    assert "Estimated execution time (cost model, before running):" in table[4]
 
 
 def test_inline_script_nvargs_and_positional_args():
