@@ -1,4 +1,4 @@
-"""Command line: ``lafuse run SCRIPT [options]`` and ``lafuse explain``.
+"""Command line: ``lafuse run SCRIPT [options]``, ``lafuse explain`` and ``lafuse calibrate``.
 
 Errors in a script print ``file:line:col: message``, the source line and a caret, and exit 1;
 a Python traceback appears only with ``--debug``.
@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
                            help="stage to print: parsed (AST), hops (as built, before rewrites), "
                                 "rewritten (after rewrites and size propagation), runtime (instructions), "
                                 "cost (instructions with # C=[io, compute] estimates and block totals)")
+    c = sub.add_parser("calibrate", help="measure this machine's rates for the cost model and save them")
+    c.add_argument("--quick", action="store_true", help="a faster, less accurate measurement (about 1-3 s)")
+    c.add_argument("--output", metavar="PATH",
+                   help="profile file to write (default: $LAFUSE_PROFILE, else ~/.cache/lafuse/profile.json)")
+    c.add_argument("--show", action="store_true", help="print the current profile without measuring")
     return p
 
 
@@ -62,6 +67,8 @@ def _nvargs(items: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
+    if ns.cmd == "calibrate":
+        return _calibrate(ns)
     cfg = cfgmod.Config()
     try:
         if ns.config:
@@ -171,6 +178,85 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             stats.exec_time = time.perf_counter() - t0
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
+    return 0
+
+
+# field -> unit, in the order the table shows them (what each rate measures: lafuse.cost.calibrate)
+_PROFILE_UNITS = {
+    "mem_read_bw": "bytes/s",
+    "mem_write_bw": "bytes/s",
+    "blas_flops": "FLOP/s",
+    "elementwise_rate": "cells/s",
+    "transcendental_rate": "cells/s",
+    "sparse_rate": "nnz/s",
+    "instruction_overhead": "s/instr",
+    "matrix_op_overhead": "s/instr",
+    "rand_rate": "cells/s",
+    "transpose_rate": "cells/s",
+    "rowagg_rate": "cells/s",
+    "csv_read_rate": "cells/s",
+    "csv_write_rate": "cells/s",
+    "binary_read_bw": "bytes/s",
+    "codegen_compile_time": "s/kernel",
+}
+
+
+def _profile_table(prof: Any, title: str) -> Any:
+    from rich.table import Table
+
+    from lafuse.cost.profile import HardwareProfile
+
+    default = HardwareProfile()
+    t = Table(title=title, caption=f"threads: {prof.threads}   source: {prof.source}\n"
+                                   f"(codegen_compile_time is not measured: no code generator yet)")
+    t.add_column("rate", no_wrap=True)
+    t.add_column("value", justify="right", no_wrap=True)
+    t.add_column("default", justify="right", no_wrap=True)
+    t.add_column("value/default", justify="right", no_wrap=True)
+    t.add_column("unit", no_wrap=True)
+    for name, unit in _PROFILE_UNITS.items():
+        v, d = getattr(prof, name), getattr(default, name)
+        t.add_row(name, f"{v:.3g}", f"{d:.3g}", f"{v / d:.2f}" if d else "-", unit)
+    return t
+
+
+def _calibrate(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from lafuse.cost import profile
+
+    path = Path(ns.output) if ns.output else profile.profile_path()
+    out = Console(highlight=False)
+    if ns.show:
+        state = "" if path.is_file() else " (no file: built-in defaults)"
+        out.print(_profile_table(profile.load(path), "lafuse hardware profile"))
+        out.print(f"profile: {path}{state}", markup=False, emoji=False, soft_wrap=True)
+        return 0
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from lafuse.cost.calibrate import calibrate
+
+    t0 = time.perf_counter()
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("calibrating", total=1)
+
+            def report(step: str, done: int, total: int) -> None:
+                bar.update(task, description=f"measuring {step}", completed=done, total=total)
+
+            prof = calibrate(quick=ns.quick, progress=report)
+        saved = profile.save(prof, path)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        print(f"lafuse: calibration failed: {e}", file=sys.stderr)
+        return 1
+    out.print(_profile_table(prof, f"lafuse hardware profile ({time.perf_counter() - t0:.1f} s"
+                                   f"{', quick' if ns.quick else ''})"))
+    out.print(f"saved to {saved}", markup=False, emoji=False, soft_wrap=True)
     return 0
 
 

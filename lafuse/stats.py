@@ -30,14 +30,18 @@ class Stats:
         self.op_count[opcode] = self.op_count.get(opcode, 0) + 1
         self.op_est[opcode] = self.op_est.get(opcode, 0.0) + est
 
-    def estimate(self, ins: Any) -> float:
-        """The cost model's seconds for one executed instruction, from its HOP's (re)compiled sizes;
-        a call's body is recorded by its own instructions, so the call itself is its overhead."""
+    def estimate(self, ins: Any, args: list[Any] | None = None) -> float:
+        """The cost model's seconds for one executed instruction, from its HOP's (re)compiled sizes
+        and the actual non-zeros of the variables it reads; a call's body is recorded by its own
+        instructions, so the call itself is its overhead."""
         from lafuse.cost import operators, profile
+        from lafuse.runtime.values import is_matrix, nnz
 
         if self.profile is None:
             self.profile = profile.load()
-        return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace).total
+        hints = {h.name: float(nnz(v)) for h, v in zip(ins.hop.inputs, args or [])
+                 if h.op == "tread" and h.name and h.nnz < 0 and is_matrix(v)}
+        return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints).total
 
     def heavy_hitters(self, n: int = 10) -> list[tuple[str, float, int]]:
         items = sorted(self.op_time.items(), key=lambda kv: -kv[1])[:n]

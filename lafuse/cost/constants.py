@@ -16,6 +16,10 @@ DEFAULT_ELEMENTWISE_RATE = 5.0e8  # cells/s, simple binary op (x + y) on cache-r
 DEFAULT_TRANSCENDENTAL_RATE = 1.0e8  # cells/s, exp/log/tanh
 DEFAULT_SPARSE_RATE = 2.0e8  # non-zeros/s, CSR traversal (sparse-dense products, aggregates)
 DEFAULT_INSTRUCTION_OVERHEAD = 1.0e-5  # s, interpreter dispatch + bookkeeping per instruction
+DEFAULT_MATRIX_OP_OVERHEAD = 2.0e-5  # s, the same for an instruction on (small) matrices: kernel entry
+DEFAULT_RAND_RATE = 5.0e7  # cells/s, dense rand() through lafuse's SystemDS-compatible generator
+DEFAULT_TRANSPOSE_RATE = 5.0e7  # cells/s, t() of a large dense matrix (a strided copy)
+DEFAULT_ROWAGG_RATE = 1.0e8  # cells/s, rowSums/rowMins over few columns (short inner reductions)
 DEFAULT_CSV_READ_RATE = 1.0e7  # cells/s, parsing text (csv/ijv/mm) input
 DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style doubles)
 DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
@@ -28,6 +32,8 @@ WEIGHT_DIVIDE = 2.0  # /, %%, %/%
 WEIGHT_POW = 8.0  # ^ with a non-integer exponent
 WEIGHT_SQRT = 2.0
 WEIGHT_TRANSCENDENTAL = 1.0  # exp, log, sin, tanh... are priced by the transcendental rate instead
+
+WEIGHT_SPARSE_RAND = 4.0  # a sparse rand() non-zero costs this many dense rand cells (geometric skips)
 
 # ---- control flow (paper 003 eq. 1)
 DEFAULT_WHILE_ITERATIONS = 10  # iterations assumed for a while loop or a for loop with unknown bounds

@@ -84,14 +84,66 @@ class Meta:
         return self.nz * K.BYTES_PER_SPARSE_CELL if self.sparse else self.cells * K.BYTES_PER_CELL
 
 
-def meta(h: Hop) -> Meta:
+def meta(h: Hop, hints: dict[str, float] | None = None) -> Meta:
     if h.dt != MATRIX:
         return Meta(1, 1, 1, False, True)
     r, c = h.rows, h.cols
     exact = r >= 0 and c >= 0
     r = r if r >= 0 else K.DEFAULT_UNKNOWN_DIM
     c = c if c >= 0 else K.DEFAULT_UNKNOWN_DIM
-    return Meta(r, c, h.nnz if exact else -1, True, exact)
+    nnz = h.nnz if h.nnz >= 0 else estimate_nnz(h, float(r) * float(c), hints)
+    return Meta(r, c, int(nnz) if nnz >= 0 else -1, True, exact)
+
+
+SPARSE_SAFE_UNARY = {"abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh",
+                     "tanh", "u-", "t", "rev"}
+
+
+def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, depth: int = 0) -> float:
+    """Worst-case non-zeros of a HOP whose nnz is not known exactly (the compiler only tracks exact
+    nnz): rand's sparsity argument, sparse-safe operations keep their input's non-zeros, ``*``
+    keeps the sparser side, ``+``/``-`` add them up (capped at the cell count). ``hints`` carries the
+    estimates of variables assigned in earlier blocks (by the program coster). -1 = no estimate."""
+    if depth > 20 or cells <= 0:
+        return -1
+    ins = h.inputs
+    mats = [i for i in ins if i.dt == MATRIX]
+
+    def nz(x: Hop) -> float:
+        if x.nnz >= 0:
+            return float(x.nnz)
+        xc = float(max(x.rows, 0)) * float(max(x.cols, 0))
+        e = estimate_nnz(x, xc, hints, depth + 1)
+        return e if e >= 0 else xc
+
+    if h.op == "tread":
+        return min(cells, hints.get(h.name or "", -1)) if hints else -1
+    if h.op in ("rand", "Rand"):
+        sp = _literal_arg(h, "sparsity")
+        if isinstance(sp, (int, float)) and not isinstance(sp, bool):
+            return min(cells, float(sp) * cells)
+        return -1
+    if not mats:
+        return -1
+    if h.kind == "unary" and h.op in SPARSE_SAFE_UNARY or h.op in ("t", "rev"):
+        return min(cells, nz(mats[0]))
+    if h.kind == "binary" and h.op in ("*", "&"):
+        return min(cells, min(nz(m) for m in mats))
+    if h.kind == "binary" and h.op in ("/", "^") and len(mats) == 1 and mats[0] is ins[0]:
+        return min(cells, nz(mats[0]))  # X / s, X ^ s (s > 0 assumed)
+    if h.kind == "binary" and h.op in ("+", "-", "|") and len(mats) == 2:
+        return min(cells, nz(mats[0]) + nz(mats[1]))
+    if h.kind == "matmult" and len(mats) == 2:
+        a, b = mats
+        k = max(a.cols, 1)
+        sa = nz(a) / max(float(a.rows) * k, 1.0)
+        sb = nz(b) / max(float(k) * b.cols, 1.0)
+        return cells * (1.0 - (1.0 - min(sa * sb, 1.0)) ** k)
+    if h.kind == "rix" and mats:
+        src = mats[0]
+        src_cells = float(max(src.rows, 1)) * float(max(src.cols, 1))
+        return min(cells, nz(src) * cells / src_cells)
+    return -1
 
 
 def _roofline(prof: HardwareProfile, read_bytes: float, write_bytes: float, op_time: float) -> float:
@@ -117,6 +169,8 @@ def _io_read(h: Hop, out: Meta, prof: HardwareProfile) -> float:
 def _matmult_flops(a: Meta, b: Meta) -> tuple[float, bool]:
     """(FLOPs, through BLAS?) of A %*% B: dense products run at the BLAS rate; with a sparse
     operand every non-zero meets each column of the other side (2 FLOPs each) in a scalar loop."""
+    if a.sparse and b.sparse:  # each non-zero A[i,k] meets the non-zeros of row k of B
+        return 2.0 * a.nz * b.nz / max(float(a.cols), 1.0), False
     if a.sparse or b.sparse:
         if a.sparse:
             return 2.0 * a.nz * b.cols, False
@@ -124,14 +178,15 @@ def _matmult_flops(a: Meta, b: Meta) -> tuple[float, bool]:
     return 2.0 * a.rows * a.cols * b.cols, True
 
 
-def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False) -> Cost:
+def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False,
+                     hints: dict[str, float] | None = None) -> Cost:
     """Estimate one instruction that computes HOP ``h`` with opcode ``opcode`` (``fcall`` bodies are
     costed by the program coster, not here)."""
-    ins = [meta(i) for i in h.inputs]
-    out = meta(h)
+    ins = [meta(i, hints) for i in h.inputs]
+    out = meta(h, hints)
     exact = out.exact and all(m.exact for m in ins)
-    overhead = prof.instruction_overhead
     mats = [m for m in ins if m.matrix]
+    overhead = prof.matrix_op_overhead if mats or out.matrix else prof.instruction_overhead
     read = sum(m.bytes for m in mats)
     write = out.bytes if out.matrix else 0.0
     io = 0.0
@@ -176,12 +231,15 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells
-        op_time = cells / (prof.sparse_rate if x.sparse else prof.elementwise_rate)
-        if opcode.startswith(("cum",)):
-            op_time *= 2.0
+        if x.sparse:
+            op_time = cells / prof.sparse_rate
+        elif opcode.startswith("row") and x.cols < 64 or opcode.startswith("cum"):
+            op_time = cells / prof.rowagg_rate  # short inner reductions / sequential scans
+        else:
+            op_time = cells / prof.elementwise_rate
     elif opcode in ("rand", "Rand", "sample"):
-        # lafuse's rand reproduces SystemDS's Java generator: a few integer ops per cell
-        op_time = out.nz * 8.0 / prof.elementwise_rate
+        # lafuse's rand reproduces SystemDS's Java generator (calibrated rate per generated value)
+        op_time = (out.nz * K.WEIGHT_SPARSE_RAND if out.sparse else out.cells) / prof.rand_rate
     elif opcode in ("order", "sort"):
         n = mats[0].rows if mats else 1
         op_time = n * max(math.log2(max(n, 2)), 1.0) * 4.0 / prof.elementwise_rate
@@ -189,8 +247,9 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         cells = sum(m.nz if m.sparse else m.cells for m in mats)
         op_time = cells * 4.0 / prof.elementwise_rate
     elif opcode == "t":
-        # a strided copy: read and write every cell out of order (about twice a streaming copy)
-        read *= 2.0
+        # a strided copy: every cell read and written out of order
+        x = mats[0] if mats else out
+        op_time = (x.nz / prof.sparse_rate) if x.sparse else x.cells / prof.transpose_rate
     elif opcode in ("rix",):
         read = write  # only the selected cells are touched
     elif opcode == "lix":

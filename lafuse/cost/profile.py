@@ -25,7 +25,11 @@ class HardwareProfile:
     elementwise_rate: float = K.DEFAULT_ELEMENTWISE_RATE  # cells/s
     transcendental_rate: float = K.DEFAULT_TRANSCENDENTAL_RATE  # cells/s
     sparse_rate: float = K.DEFAULT_SPARSE_RATE  # non-zeros/s
-    instruction_overhead: float = K.DEFAULT_INSTRUCTION_OVERHEAD  # s per instruction
+    instruction_overhead: float = K.DEFAULT_INSTRUCTION_OVERHEAD  # s per instruction (scalar operands)
+    matrix_op_overhead: float = K.DEFAULT_MATRIX_OP_OVERHEAD  # s per instruction on small matrices
+    rand_rate: float = K.DEFAULT_RAND_RATE  # cells/s of dense rand (SystemDS-compatible generator)
+    transpose_rate: float = K.DEFAULT_TRANSPOSE_RATE  # cells/s of t() on a large dense matrix
+    rowagg_rate: float = K.DEFAULT_ROWAGG_RATE  # cells/s of a row aggregate over few columns
     csv_read_rate: float = K.DEFAULT_CSV_READ_RATE  # cells/s
     csv_write_rate: float = K.DEFAULT_CSV_WRITE_RATE  # cells/s
     binary_read_bw: float = K.DEFAULT_BINARY_READ_BW  # bytes/s

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.cost import constants as K
-from lafuse.cost.operators import ZERO, Cost, instruction_cost
+from lafuse.cost.operators import ZERO, Cost, instruction_cost, meta
 from lafuse.cost.profile import HardwareProfile, load
 from lafuse.hops import sizes
 from lafuse.hops.hop import SCALAR
@@ -62,6 +62,7 @@ class ProgramCoster:
         self.lines: list[str] = []
         self._stack: list[str] = []
         self._weight = 1.0  # product of the enclosing loop/branch weights (for by_opcode)
+        self.nnz_hints: dict[str, float] = {}  # estimated non-zeros of matrix variables (unknown exact nnz)
         # process state, like a variable's in-memory state: the first sparse value pays the import
         import sys
 
@@ -104,6 +105,13 @@ class ProgramCoster:
         cost = self._dag(b.dag, known, depth + 1, plan=b.plan)
         # scalars this block assigns: their values, when they fold, are known to later blocks
         for r in b.dag.roots:
+            if r.op == "twrite" and r.name and r.inputs and r.inputs[0].dt == "matrix":
+                m = r.inputs[0]
+                est = meta(m, self.nnz_hints).nnz if m.nnz < 0 else m.nnz
+                if est >= 0:
+                    self.nnz_hints[r.name] = float(est)
+                else:
+                    self.nnz_hints.pop(r.name, None)
             if r.op == "twrite" and r.name and r.inputs:
                 v = sizes.scalar_value(r.inputs[0], known) if r.inputs[0].dt == SCALAR else None
                 if isinstance(v, (int, float, str, bool)):
@@ -118,7 +126,7 @@ class ProgramCoster:
             plan = self.compiler.lower_dag(dag)
         total = ZERO
         for ins in plan.instructions:
-            c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace)
+            c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace, self.nnz_hints)
             if not self._sparse_loaded and _makes_sparse(ins.hop):
                 self._sparse_loaded = True
                 c = c + Cost(0.0, K.SCIPY_SPARSE_IMPORT_TIME, c.exact)
@@ -230,8 +238,6 @@ class ProgramCoster:
 
 
 def _makes_sparse(h: Any) -> bool:
-    from lafuse.cost.operators import meta
-
     return h.dt == "matrix" and meta(h).sparse and meta(h).cells > 1
 
 

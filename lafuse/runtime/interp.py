@@ -161,7 +161,7 @@ class Interpreter:
                     _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
                     if ins.est is None:
-                        ins.est = stats.estimate(ins)
+                        ins.est = stats.estimate(ins, args)
                     stats.record(ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"],
                                  time.perf_counter() - t0, ins.est)
             except DMLError as e:

@@ -67,7 +67,7 @@ def test_elementwise_is_memory_bound_and_transcendentals_cost_more():
     assert ex.compute > add.compute
     cells = 2000 * 1000
     mem = 2 * cells * 8 / PROF.mem_read_bw + cells * 8 / PROF.mem_write_bw
-    assert add.compute == pytest.approx(PROF.instruction_overhead + max(mem, cells / PROF.elementwise_rate))
+    assert add.compute == pytest.approx(PROF.matrix_op_overhead + max(mem, cells / PROF.elementwise_rate))
 
 
 def test_read_pays_io_by_format_and_unknown_sizes_are_flagged():

@@ -1,0 +1,263 @@
+"""Measuring this machine's rates for the cost model (``lafuse calibrate``).
+
+Every rate is a small micro-benchmark: one warm-up call, then the *best* (shortest) of a few timed
+repetitions, since noise (other processes, frequency ramps, page-cache misses) only ever makes a
+run slower. What each field counts, exactly:
+
+* ``mem_read_bw`` [bytes/s]: ``x.sum()`` (``np.add.reduce``) over a 64 MiB float64 array, i.e. the
+  array's bytes over the time; single-threaded NumPy, like lafuse's element-wise kernels.
+* ``mem_write_bw`` [bytes/s]: the *write-only* rate of producing a fresh large result, as the cost
+  model uses it (``read_bytes / mem_read_bw + write_bytes / mem_write_bw``, see
+  :func:`lafuse.cost.operators._roofline`). We time ``np.multiply(x, 2.0)`` on the 64 MiB array
+  (fresh output: allocation, page faults and the streaming write, as lafuse's kernels do), take
+  away the time the read of ``x`` needs at ``mem_read_bw``, and divide the output's bytes by the
+  rest. So the model reproduces a streaming unary operation exactly. The write share is clamped
+  to at least a quarter of the measured time, so a noisy read rate cannot make it absurd.
+* ``blas_flops`` [FLOP/s]: ``2 n^3`` over the time of ``A @ B`` for dense ``n x n`` float64
+  (n = 1500, 1000 when quick), with as many BLAS threads as the library uses by default.
+* ``elementwise_rate`` [cells/s]: ``np.add(x, y, out=z)`` on 1e5-cell arrays (2.4 MB in all, cache
+  resident), repeated in a loop; output preallocated, so this is the operation alone (memory traffic
+  of large operands is priced by the bandwidths).
+* ``transcendental_rate`` [cells/s]: ``np.exp(x, out=z)`` on the same arrays (values in [-1, 1)).
+* ``sparse_rate`` [non-zeros/s]: a 20000 x 5000 ``scipy.sparse.csr_array`` with density 1%
+  (1e6 non-zeros; half that when quick): ``nnz`` over the mean time of ``A @ v`` (dense vector) and
+  ``A.sum(axis=0)`` (colSums), i.e. ``2 nnz / (t_matvec + t_colsums)``.
+* ``instruction_overhead`` [s/instruction]: a DML loop of scalar statements (``s = s + 1``,
+  ``t = t * 0.5 + s``) compiled once and run by lafuse's interpreter (metadata checks and statistics
+  off); the run time over the number of instructions executed (counted by a
+  :class:`lafuse.stats.Stats` run). It includes the per-block dispatch and the trivial scalar work,
+  but not compilation.
+* ``csv_read_rate`` / ``csv_write_rate`` [cells/s]: lafuse's own ``read_value`` / ``write_value``
+  (``lafuse.runtime.io``, ``format="csv"``, including the ``.mtd``) of a 400 x 500 matrix of random
+  doubles (2e5 cells; 200 x 250 when quick) in a temporary directory; cells over the time.
+* ``rand_rate``, ``transpose_rate``, ``rowagg_rate`` [cells/s]: lafuse's own kernels for dense
+  ``rand`` (the SystemDS-compatible generator), ``t`` of a 2e6-cell matrix and ``rowMins`` over 10
+  columns; ``transcendental_rate`` is lowered to ``log``/``exp`` on that 2e6-cell matrix if slower.
+* ``matrix_op_overhead`` [s/instruction]: a DML loop of 10x10 matrix statements, time per instruction.
+* ``binary_read_bw`` [bytes/s]: ``np.load`` of a 50 MiB ``.npy`` just written
+  to a temporary directory, so it is served from the page cache: array bytes over the time.
+* ``codegen_compile_time``: lafuse has no code generator yet, so the default is kept.
+* ``threads``: the BLAS thread count (via threadpoolctl when installed), else the CPUs this process
+  may run on. Only ``blas_flops`` uses several threads; the other rates are single-threaded.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import date
+from typing import Any
+
+import numpy as np
+
+from lafuse.cost import constants as K
+from lafuse.cost.profile import HardwareProfile
+
+Progress = Callable[[str, int, int], None]  # (step about to run, steps done, steps in all)
+
+_MEM_CELLS = 8 * 2**20  # 64 MiB of float64
+_CACHE_CELLS = 100_000  # 3 arrays of 800 KB: cache resident
+
+
+def _best(fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
+    """Seconds of one call of ``fn``: a warm-up, then the best of ``reps`` timings of ``inner`` calls."""
+    fn()
+    best = math.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return max(best, 1e-9)
+
+
+def _threads() -> int:
+    try:
+        from threadpoolctl import threadpool_info
+
+        counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
+        if counts:
+            return max(counts)
+    except Exception:  # threadpoolctl is optional; any trouble there falls back to the CPU count
+        pass
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _memory(quick: bool) -> tuple[float, float]:
+    x = np.random.default_rng(0).random(_MEM_CELLS)
+    nbytes = float(x.nbytes)
+    reps = 3 if quick else 10
+    t_read = _best(x.sum, reps)
+    read_bw = nbytes / t_read
+    t_rw = _best(lambda: np.multiply(x, 2.0), reps)
+    t_write = max(t_rw - nbytes / read_bw, 0.25 * t_rw)
+    return read_bw, nbytes / t_write
+
+
+def _blas(quick: bool) -> float:
+    n = 1000 if quick else 1500
+    rng = np.random.default_rng(1)
+    a, b = rng.random((n, n)), rng.random((n, n))
+    t = _best(lambda: a @ b, 2 if quick else 5)
+    return 2.0 * n**3 / t
+
+
+def _elementwise(quick: bool) -> tuple[float, float]:
+    rng = np.random.default_rng(2)
+    x = rng.random(_CACHE_CELLS) * 2.0 - 1.0
+    y = rng.random(_CACHE_CELLS)
+    z = np.empty_like(x)
+    reps, inner = (3, 30) if quick else (15, 100)
+    t_add = _best(lambda: np.add(x, y, out=z), reps, inner)
+    t_exp = _best(lambda: np.exp(x, out=z), reps, inner)
+    return _CACHE_CELLS / t_add, _CACHE_CELLS / t_exp
+
+
+def _sparse(quick: bool) -> float:
+    import scipy.sparse as sp
+
+    rows, cols, per_row = (10_000 if quick else 20_000), 5000, 50  # density 1%
+    rng = np.random.default_rng(3)
+    nnz = rows * per_row
+    indptr = np.arange(0, nnz + 1, per_row, dtype=np.int32)
+    # one column in each of ``per_row`` bands of 100 columns: sorted, distinct (canonical CSR)
+    band = cols // per_row
+    indices = (np.arange(per_row, dtype=np.int32) * band
+               + rng.integers(0, band, size=(rows, per_row), dtype=np.int32)).ravel()
+    a = sp.csr_array((rng.random(nnz), indices, indptr), shape=(rows, cols))
+    v = np.ones(cols)
+    reps = 3 if quick else 7
+    t_mv = _best(lambda: a @ v, reps)
+    t_cs = _best(lambda: a.sum(axis=0), reps)
+    return 2.0 * nnz / (t_mv + t_cs)
+
+
+def _instruction_overhead(quick: bool) -> float:
+    from lafuse import config as cfgmod
+    from lafuse.compiler import Compiler
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    iters = 1000 if quick else 3000
+    text = (f"s = 0\nt = 1\nfor (i in 1:{iters}) {{\n  s = s + 1\n  t = t * 0.5 + s\n}}\n"
+            f"print(s + t)\n")
+    cfg = cfgmod.get().with_(check_metadata=False, stats=False, explain=None, debug=False)
+    out = io.StringIO()
+    with cfgmod.using(cfg):
+        stats = Stats()
+        comp = Compiler(cfg, {}, [], stats)
+        prog = comp.compile_text(text, "<calibrate>")
+        Interpreter(prog, comp, out=out, stats=stats).run()  # counts the instructions (and warms up)
+        count = sum(stats.op_count.values())
+        t = _best(lambda: Interpreter(prog, comp, out=out).run(), 3 if quick else 7)
+    return t / max(count, 1)
+
+
+def _kernels(quick: bool) -> dict[str, float]:
+    """Rates of lafuse's own kernels where they are far from the roofline: the SystemDS-compatible
+    rand generator, transpose, row aggregates over few columns, transcendental functions on data
+    larger than the caches, and the per-instruction overhead of a small-matrix operation."""
+    from lafuse import config as cfgmod
+    from lafuse.compiler import Compiler
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.runtime.local.kernels import KERNELS
+    from lafuse.stats import Stats
+
+    reps = 3 if quick else 5
+    n = 500_000 if quick else 2_000_000
+    rows = n // 100
+    x = np.random.default_rng(6).random((rows, 100))
+    tall = np.random.default_rng(7).random((n // 10, 10))
+    out = {
+        "rand_rate": n / _best(lambda: KERNELS["rand"](rows, 100, 0.0, 1.0, 1.0, "uniform", 7, 1.0), reps),
+        "transpose_rate": n / _best(lambda: np.ascontiguousarray(KERNELS["t"](x)), reps),
+        "rowagg_rate": n / _best(lambda: KERNELS["rowMins"](tall), reps),
+        "transcendental_big": n / max(_best(lambda: KERNELS["log"](x), reps), _best(lambda: KERNELS["exp"](x), reps)),
+    }
+    iters = 500 if quick else 2000
+    text = (f"A = matrix(0.5, 10, 10)\nB = matrix(0.25, 10, 10)\nfor (i in 1:{iters}) {{\n"
+            f"  A = A * 0.5 + B\n  A = A - colMeans(A)\n}}\nprint(sum(A))\n")
+    cfg = cfgmod.get().with_(check_metadata=False, stats=False, explain=None, debug=False)
+    sink = io.StringIO()
+    with cfgmod.using(cfg):
+        stats = Stats()
+        comp = Compiler(cfg, {}, [], stats)
+        prog = comp.compile_text(text, "<calibrate>")
+        Interpreter(prog, comp, out=sink, stats=stats).run()
+        count = sum(stats.op_count.values())
+        t = _best(lambda: Interpreter(prog, comp, out=sink).run(), reps)
+    out["matrix_op_overhead"] = t / max(count, 1)
+    return out
+
+
+def _csv(quick: bool, tmp: str) -> tuple[float, float]:
+    from lafuse.runtime.io import read_value, write_value
+
+    shape = (200, 250) if quick else (400, 500)
+    m = np.random.default_rng(4).random(shape)
+    path = os.path.join(tmp, "calibrate.csv")
+    reps = 3 if quick else 5
+    t_write = _best(lambda: write_value(m, path, {"format": "csv"}), reps)
+    t_read = _best(lambda: read_value(path, {"format": "csv"}), reps)
+    return m.size / t_read, m.size / t_write
+
+
+def _binary(quick: bool, tmp: str) -> float:
+    cells = 50 * 2**20 // 8
+    x = np.random.default_rng(5).random(cells)
+    path = os.path.join(tmp, "calibrate.npy")
+    np.save(path, x, allow_pickle=False)
+    nbytes = float(x.nbytes)
+    del x
+    t = _best(lambda: np.load(path, allow_pickle=False), 3 if quick else 5)
+    return nbytes / t
+
+
+def calibrate(quick: bool = False, progress: Progress | None = None) -> HardwareProfile:
+    """Measure this machine (a few seconds; ``quick`` trades accuracy for well under 3 s)."""
+    steps = ["memory bandwidth", "BLAS matrix multiply", "element-wise and exp", "sparse traversal",
+             "interpreter overhead", "lafuse kernels", "csv read/write", "binary read"]
+    done = 0
+
+    def step(name: str) -> None:
+        nonlocal done
+        if progress is not None:
+            progress(name, done, len(steps))
+        done += 1
+
+    r: dict[str, Any] = {}
+    step(steps[0])
+    r["mem_read_bw"], r["mem_write_bw"] = _memory(quick)
+    step(steps[1])
+    r["blas_flops"] = _blas(quick)
+    step(steps[2])
+    r["elementwise_rate"], r["transcendental_rate"] = _elementwise(quick)
+    step(steps[3])
+    r["sparse_rate"] = _sparse(quick)
+    step(steps[4])
+    r["instruction_overhead"] = _instruction_overhead(quick)
+    step(steps[5])
+    kern = _kernels(quick)
+    # exp/log on data beyond the caches, if slower than the cache-resident rate
+    r["transcendental_rate"] = min(r["transcendental_rate"], kern.pop("transcendental_big"))
+    r.update(kern)
+    with tempfile.TemporaryDirectory(prefix="lafuse-calibrate-") as tmp:
+        step(steps[6])
+        r["csv_read_rate"], r["csv_write_rate"] = _csv(quick, tmp)
+        step(steps[7])
+        r["binary_read_bw"] = _binary(quick, tmp)
+    if progress is not None:
+        progress("done", len(steps), len(steps))
+    return HardwareProfile(
+        **{k: float(v) for k, v in r.items()},
+        codegen_compile_time=K.DEFAULT_CODEGEN_COMPILE_TIME,  # no code generator yet: nothing to measure
+        threads=_threads(),
+        source=f"calibrated {date.today().isoformat()}",
+    )

@@ -1,0 +1,150 @@
+"""The hardware profile file (round trip, strict keys, fallback, $LAFUSE_PROFILE) and calibration
+(physically sane rates; ``lafuse calibrate`` writes a loadable profile). No timing assertions beyond
+physical bounds: the rates depend on the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lafuse.cost import profile
+from lafuse.cost.calibrate import calibrate
+from lafuse.cost.profile import HardwareProfile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def isolated_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test sees a fresh load cache and a profile path under tmp_path, never ~/.cache."""
+    path = tmp_path / "cache" / "profile.json"
+    monkeypatch.setenv("LAFUSE_PROFILE", str(path))
+    monkeypatch.setattr(profile, "_cached", {})
+    return path
+
+
+def test_json_round_trip(tmp_path: Path):
+    prof = dataclasses.replace(HardwareProfile(), mem_read_bw=1.5e10, blas_flops=3e11, threads=8,
+                               source="calibrated 2024-01-02")
+    p = profile.save(prof, tmp_path / "sub" / "p.json")
+    assert p == tmp_path / "sub" / "p.json" and p.is_file()
+    assert profile.load(p) == prof
+    assert HardwareProfile.from_dict(json.loads(prof.to_json())) == prof
+    assert not (tmp_path / "sub" / "p.tmp").exists()  # written through a temp file, then renamed
+
+
+def test_partial_file_keeps_defaults_for_missing_keys(tmp_path: Path):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"sparse_rate": 1e9}))
+    prof = profile.load(p)
+    assert prof.sparse_rate == 1e9
+    assert prof.mem_read_bw == HardwareProfile().mem_read_bw
+
+
+def test_unknown_keys_are_rejected():
+    with pytest.raises(ValueError, match="unknown hardware profile keys.*mem_bw"):
+        HardwareProfile.from_dict({"mem_bw": 1e9})
+
+
+def test_file_with_unknown_keys_falls_back_to_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"mem_read_bw": 1e10, "typo_rate": 1.0}))
+    assert profile.load(p) == HardwareProfile()
+    assert "typo_rate" in capsys.readouterr().err
+
+
+def test_corrupt_file_falls_back_to_defaults_with_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    p = tmp_path / "p.json"
+    p.write_text("{not json")
+    assert profile.load(p) == HardwareProfile()
+    err = capsys.readouterr().err
+    assert "ignoring the hardware profile" in err and str(p) in err
+
+
+def test_missing_file_gives_defaults_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert profile.load(tmp_path / "absent.json") == HardwareProfile()
+    assert capsys.readouterr().err == ""
+
+
+def test_env_var_names_the_profile(isolated_profile: Path):
+    assert profile.profile_path() == isolated_profile
+    prof = dataclasses.replace(HardwareProfile(), csv_read_rate=1234.0)
+    assert profile.save(prof) == isolated_profile  # default path = $LAFUSE_PROFILE
+    assert profile.load() == prof
+
+
+def test_xdg_cache_home_without_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("LAFUSE_PROFILE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert profile.profile_path() == tmp_path / "xdg" / "lafuse" / "profile.json"
+
+
+def test_save_refreshes_the_cache(tmp_path: Path):
+    p = tmp_path / "p.json"
+    assert profile.load(p) == HardwareProfile()  # cached: defaults
+    prof = dataclasses.replace(HardwareProfile(), elementwise_rate=7e8)
+    profile.save(prof, p)
+    assert profile.load(p) == prof
+
+
+# physical sanity bounds: (lower, upper) per rate
+BOUNDS = {
+    "mem_read_bw": (1e8, 1e12),  # bytes/s
+    "mem_write_bw": (1e8, 1e12),  # bytes/s
+    "blas_flops": (1e8, 1e14),  # FLOP/s
+    "elementwise_rate": (1e6, 1e11),  # cells/s
+    "transcendental_rate": (1e6, 1e11),  # cells/s
+    "sparse_rate": (1e6, 1e11),  # nnz/s
+    "instruction_overhead": (1e-9, 1e-2),  # s per instruction
+    "csv_read_rate": (1e3, 1e9),  # cells/s
+    "csv_write_rate": (1e3, 1e9),  # cells/s
+    "binary_read_bw": (1e7, 1e12),  # bytes/s
+}
+
+
+def check_sane(prof: HardwareProfile) -> None:
+    for name, (lo, hi) in BOUNDS.items():
+        v = getattr(prof, name)
+        assert isinstance(v, float) and math.isfinite(v) and lo < v < hi, (name, v)
+    assert prof.codegen_compile_time == HardwareProfile().codegen_compile_time  # not measured yet
+    assert prof.threads >= 1
+    assert prof.source.startswith("calibrated 20")
+
+
+def test_quick_calibration_gives_sane_rates():
+    steps: list[tuple[str, int, int]] = []
+    prof = calibrate(quick=True, progress=lambda name, done, total: steps.append((name, done, total)))
+    check_sane(prof)
+    assert HardwareProfile.from_dict(json.loads(prof.to_json())) == prof
+    dones = [d for _, d, _ in steps]
+    assert dones == sorted(dones) and dones[0] == 0 and dones[-1] == steps[-1][2]
+
+
+def test_cli_calibrate_quick_writes_a_loadable_profile(tmp_path: Path, isolated_profile: Path):
+    out = tmp_path / "out" / "profile.json"
+    r = subprocess.run([sys.executable, "-m", "lafuse", "calibrate", "--quick", "--output", str(out)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"saved to {out}" in r.stdout
+    assert "mem_read_bw" in r.stdout and "bytes/s" in r.stdout
+    check_sane(profile.load(out))
+    assert not isolated_profile.exists()  # --output wins over $LAFUSE_PROFILE
+
+    r = subprocess.run([sys.executable, "-m", "lafuse", "calibrate", "--show", "--output", str(out)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "calibrated" in r.stdout and "blas_flops" in r.stdout
+
+
+def test_cli_show_without_a_file_prints_defaults(isolated_profile: Path):
+    r = subprocess.run([sys.executable, "-m", "lafuse", "calibrate", "--show"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "default" in r.stdout and "no file" in r.stdout
+    assert not isolated_profile.exists()
