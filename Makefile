@@ -26,6 +26,8 @@ test: install
 bench: install
 	$(BIN)/python benchmarks/dense_ops.py
 	$(BIN)/python benchmarks/systemds_algorithms.py
+	$(BIN)/lafuse calibrate
+	$(BIN)/python benchmarks/cost_accuracy.py
 
 lint: install
 	$(BIN)/ruff check lafuse tests

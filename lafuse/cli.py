@@ -197,6 +197,7 @@ _PROFILE_UNITS = {
     "csv_read_rate": "cells/s",
     "csv_write_rate": "cells/s",
     "binary_read_bw": "bytes/s",
+    "first_touch_bw": "bytes/s",
     "codegen_compile_time": "s/kernel",
 }
 

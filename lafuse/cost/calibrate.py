@@ -31,9 +31,11 @@ run slower. What each field counts, exactly:
   (``lafuse.runtime.io``, ``format="csv"``, including the ``.mtd``) of a 400 x 500 matrix of random
   doubles (2e5 cells; 200 x 250 when quick) in a temporary directory; cells over the time.
 * ``rand_rate``, ``transpose_rate``, ``rowagg_rate`` [cells/s]: lafuse's own kernels for dense
-  ``rand`` (the SystemDS-compatible generator), ``t`` of a 2e6-cell matrix and ``rowMins`` over 10
+  ``rand`` (the SystemDS-compatible generator), ``t`` of a 2000x1000 matrix and ``rowMins`` over 10
   columns; ``transcendental_rate`` is lowered to ``log``/``exp`` on that 2e6-cell matrix if slower.
 * ``matrix_op_overhead`` [s/instruction]: a DML loop of 10x10 matrix statements, time per instruction.
+* ``first_touch_bw`` [bytes/s]: filling a fresh 192-384 MiB ``np.empty`` array once: memory the
+  process never used pays page faults; the cost model charges it for growth beyond the process's peak.
 * ``binary_read_bw`` [bytes/s]: ``np.load`` of a 50 MiB ``.npy`` just written
   to a temporary directory, so it is served from the page cache: array bytes over the time.
 * ``codegen_compile_time``: lafuse has no code generator yet, so the default is kept.
@@ -172,11 +174,10 @@ def _kernels(quick: bool) -> dict[str, float]:
 
     reps = 3 if quick else 5
     n = 500_000 if quick else 2_000_000
-    rows = n // 100
-    x = np.random.default_rng(6).random((rows, 100))
+    x = np.random.default_rng(6).random((n // 1000, 1000))
     tall = np.random.default_rng(7).random((n // 10, 10))
     out = {
-        "rand_rate": n / _best(lambda: KERNELS["rand"](rows, 100, 0.0, 1.0, 1.0, "uniform", 7, 1.0), reps),
+        "rand_rate": n / _best(lambda: KERNELS["rand"](n // 100, 100, 0.0, 1.0, 1.0, "uniform", 7, 1.0), reps),
         "transpose_rate": n / _best(lambda: np.ascontiguousarray(KERNELS["t"](x)), reps),
         "rowagg_rate": n / _best(lambda: KERNELS["rowMins"](tall), reps),
         "transcendental_big": n / max(_best(lambda: KERNELS["log"](x), reps), _best(lambda: KERNELS["exp"](x), reps)),
@@ -195,6 +196,17 @@ def _kernels(quick: bool) -> dict[str, float]:
         t = _best(lambda: Interpreter(prog, comp, out=sink).run(), reps)
     out["matrix_op_overhead"] = t / max(count, 1)
     return out
+
+
+def _first_touch(quick: bool) -> float:
+    """Bytes/s of filling memory the process never had before (page faults of a fresh mapping): an
+    allocation larger than any earlier one in this process, filled once."""
+    cells = (3 if quick else 6) * _MEM_CELLS  # beyond the 64 MiB arrays of the other steps
+    x = np.empty(cells)
+    t0 = time.perf_counter()
+    x.fill(1.0)
+    t = time.perf_counter() - t0
+    return x.nbytes / max(t, 1e-9)
 
 
 def _csv(quick: bool, tmp: str) -> tuple[float, float]:
@@ -244,6 +256,7 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
     step(steps[4])
     r["instruction_overhead"] = _instruction_overhead(quick)
     step(steps[5])
+    r["first_touch_bw"] = _first_touch(quick)
     kern = _kernels(quick)
     # exp/log on data beyond the caches, if slower than the cache-resident rate
     r["transcendental_rate"] = min(r["transcendental_rate"], kern.pop("transcendental_big"))

@@ -23,6 +23,7 @@ DEFAULT_ROWAGG_RATE = 1.0e8  # cells/s, rowSums/rowMins over few columns (short 
 DEFAULT_CSV_READ_RATE = 1.0e7  # cells/s, parsing text (csv/ijv/mm) input
 DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style doubles)
 DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
+DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
 DEFAULT_CODEGEN_COMPILE_TIME = 0.5  # s, compiling one generated kernel (issue #5)
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
 
@@ -31,9 +32,12 @@ WEIGHT_SIMPLE = 1.0  # + - * comparisons, min/max
 WEIGHT_DIVIDE = 2.0  # /, %%, %/%
 WEIGHT_POW = 8.0  # ^ with a non-integer exponent
 WEIGHT_SQRT = 2.0
-WEIGHT_TRANSCENDENTAL = 1.0  # exp, log, sin, tanh... are priced by the transcendental rate instead
+WEIGHT_TRIG = 6.0  # sin/cos/tan/... per cell, relative to the exp/log transcendental rate
+SCALAR_DIVIDE_OVERHEAD = 8.0e-7  # s, a scalar '/' (Java division semantics: 0-divisor checks) beyond dispatch
 
-WEIGHT_SPARSE_RAND = 4.0  # a sparse rand() non-zero costs this many dense rand cells (geometric skips)
+WEIGHT_SPARSE_RAND = 10.0  # a sparse rand() non-zero costs this many dense rand cells (geometric skips,
+# per-block position draws; measured on benchmarks/cost_programs/sparse_ops.dml)
+WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)
 DEFAULT_WHILE_ITERATIONS = 10  # iterations assumed for a while loop or a for loop with unknown bounds

@@ -48,6 +48,7 @@ class Cost:
 ZERO = Cost()
 
 TRANSCENDENTAL = {"exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid"}
+TRIG = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh"}
 DIVIDE = {"/", "%%", "%/%"}
 FULL_AGG = {"sum", "mean", "prod", "var", "sd", "min", "max", "trace", "median", "length", "nrow", "ncol"}
 FACTORIZATIONS = {"solve", "inv", "cholesky", "det", "eigen", "svd", "qr", "lu"}
@@ -127,12 +128,16 @@ def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, de
         return -1
     if h.kind == "unary" and h.op in SPARSE_SAFE_UNARY or h.op in ("t", "rev"):
         return min(cells, nz(mats[0]))
-    if h.kind == "binary" and h.op in ("*", "&"):
-        return min(cells, min(nz(m) for m in mats))
+    def density(x: Hop) -> float:
+        xc = float(max(x.rows, 1)) * float(max(x.cols, 1))
+        return min(1.0, nz(x) / xc)
+
+    if h.kind == "binary" and h.op in ("*", "&"):  # broadcasting-aware: the sparser side's density
+        return cells * min(density(m) for m in mats)
     if h.kind == "binary" and h.op in ("/", "^") and len(mats) == 1 and mats[0] is ins[0]:
         return min(cells, nz(mats[0]))  # X / s, X ^ s (s > 0 assumed)
     if h.kind == "binary" and h.op in ("+", "-", "|") and len(mats) == 2:
-        return min(cells, nz(mats[0]) + nz(mats[1]))
+        return cells * min(1.0, density(mats[0]) + density(mats[1]))
     if h.kind == "matmult" and len(mats) == 2:
         a, b = mats
         k = max(a.cols, 1)
@@ -214,6 +219,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         else:  # traversal of the non-zeros, or the multiply-adds at element-wise speed, whichever dominates
             nz = sum(m.nz for m in mats if m.sparse)
             op_time = max(nz / prof.sparse_rate, flops / (2.0 * prof.elementwise_rate))
+            if mats[1].sparse and not mats[0].sparse:
+                op_time *= K.WEIGHT_DENSE_SPARSE_MM
     elif opcode in FACTORIZATIONS and mats:
         n = mats[0].rows
         rhs = mats[1].cols if len(mats) > 1 else n
@@ -226,8 +233,12 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             cells = out.nz
         rate = prof.transcendental_rate if opcode in TRANSCENDENTAL else prof.elementwise_rate
         weight = K.WEIGHT_DIVIDE if opcode in DIVIDE else K.WEIGHT_POW if opcode == "^" else \
-            K.WEIGHT_SQRT if opcode == "sqrt" else K.WEIGHT_SIMPLE
+            K.WEIGHT_SQRT if opcode == "sqrt" else K.WEIGHT_TRIG if opcode in TRIG else K.WEIGHT_SIMPLE
+        if len(mats) == 2 and out.matrix and out.cols < 64 and any(m.cols == 1 < out.cols for m in mats):
+            rate = min(rate, prof.rowagg_rate)  # a column vector broadcast over short rows
         op_time = cells * weight / rate if mats else 0.0
+        if not mats and opcode in DIVIDE:
+            overhead += K.SCALAR_DIVIDE_OVERHEAD
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells

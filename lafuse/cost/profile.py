@@ -33,6 +33,7 @@ class HardwareProfile:
     csv_read_rate: float = K.DEFAULT_CSV_READ_RATE  # cells/s
     csv_write_rate: float = K.DEFAULT_CSV_WRITE_RATE  # cells/s
     binary_read_bw: float = K.DEFAULT_BINARY_READ_BW  # bytes/s
+    first_touch_bw: float = K.DEFAULT_FIRST_TOUCH_BW  # bytes/s, growth of the process's memory (page faults)
     codegen_compile_time: float = K.DEFAULT_CODEGEN_COMPILE_TIME  # s per kernel
     threads: int = 1  # cores the rates were measured with
     source: str = "default"  # "default" or "calibrated <ISO date>"

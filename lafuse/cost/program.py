@@ -16,6 +16,7 @@ holds by construction: the read instruction carries the IO cost, its consumers o
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +54,8 @@ class ProgramCost:
 
 class ProgramCoster:
     def __init__(self, compiler: Any, prof: HardwareProfile | None = None, render: bool = False,
-                 threads: int | None = None, sparse_loaded: bool | None = None):
+                 threads: int | None = None, sparse_loaded: bool | None = None,
+                 reusable_bytes: float | None = None):
         self.compiler = compiler
         self.prof = prof or load()
         self.render = render
@@ -63,6 +65,13 @@ class ProgramCoster:
         self._stack: list[str] = []
         self._weight = 1.0  # product of the enclosing loop/branch weights (for by_opcode)
         self.nnz_hints: dict[str, float] = {}  # estimated non-zeros of matrix variables (unknown exact nnz)
+        # memory state of the process: bytes live now, and the high-water mark beyond which new
+        # memory pays first-touch page faults (once: not multiplied by loop iterations)
+        self.var_bytes: dict[str, float] = {}
+        self.var_shape: dict[str, tuple[int, int]] = {}  # dims of matrix variables as costed so far
+        self.live = 0.0
+        self.peak = _reusable_bytes() if reusable_bytes is None else reusable_bytes
+        self.first_touch = 0.0
         # process state, like a variable's in-memory state: the first sparse value pays the import
         import sys
 
@@ -73,6 +82,9 @@ class ProgramCoster:
         self._emit(0, "PROGRAM")
         self._emit(1, "MAIN PROGRAM")
         total = self.blocks(prog.blocks, {}, 2)
+        if self.first_touch > 0:
+            self._emit(0, f"FIRST-TOUCH MEMORY (growth beyond the process's peak) # C=[0s, {_s(self.first_touch)}]")
+            total = total + Cost(0.0, self.first_touch)
         self._emit(0, f"TOTAL {fmt_cost(total)} = {_s(total.total)}")
         return ProgramCost(total, dict(self.by_opcode), self.lines)
 
@@ -102,11 +114,18 @@ class ProgramCoster:
     def _generic(self, b: GenericBlock, known: dict[str, Any], depth: int) -> Cost:
         head = len(self.lines)
         self._emit(depth, f"GENERIC ({b.lines})")
-        cost = self._dag(b.dag, known, depth + 1, plan=b.plan)
+        dag, plan = b.dag, b.plan
+        if b.requires_recompile:
+            # as dynamic recompilation will: sizes from the variables' (estimated) shapes and the
+            # scalars known here (a loop body is priced at its first iteration's values)
+            dag, plan = self._resize(b.dag, known), None
+        cost = self._dag(dag, known, depth + 1, plan=plan)
         # scalars this block assigns: their values, when they fold, are known to later blocks
-        for r in b.dag.roots:
+        for r in dag.roots:
             if r.op == "twrite" and r.name and r.inputs and r.inputs[0].dt == "matrix":
                 m = r.inputs[0]
+                self.var_bytes[r.name] = meta(m, self.nnz_hints).bytes
+                self.var_shape[r.name] = (m.rows, m.cols)
                 est = meta(m, self.nnz_hints).nnz if m.nnz < 0 else m.nnz
                 if est >= 0:
                     self.nnz_hints[r.name] = float(est)
@@ -125,6 +144,8 @@ class ProgramCoster:
         if plan is None:
             plan = self.compiler.lower_dag(dag)
         total = ZERO
+        reg_bytes: dict[int, float] = {}
+        self.live = sum(self.var_bytes.values())
         for ins in plan.instructions:
             c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace, self.nnz_hints)
             if not self._sparse_loaded and _makes_sparse(ins.hop):
@@ -134,6 +155,17 @@ class ProgramCoster:
                 self._emit(depth, f"{ins.render()} {fmt_cost(c)}")
             self.by_opcode[ins.opcode] = self.by_opcode.get(ins.opcode, 0.0) + self._weight * c.total
             total = total + c
+            if ins.hop.dt == "matrix" and not ins.inplace and ins.opcode not in ("tread", "get"):
+                out_bytes = meta(ins.hop, self.nnz_hints).bytes
+                reg_bytes[ins.out] = out_bytes
+                self.live += out_bytes
+                if self.live > self.peak:
+                    t = (self.live - self.peak) / self.prof.first_touch_bw
+                    self.first_touch += t
+                    self.by_opcode[ins.opcode] += t
+                    self.peak = self.live
+            for f in ins.free:
+                self.live -= reg_bytes.pop(f, 0.0)
             if ins.opcode == "fcall":
                 total = total + self._call(ins.hop.params["fname"], depth + 1)
         return total
@@ -191,7 +223,11 @@ class ProgramCoster:
                 bounds = bounds + self._dag(d, known, depth + 1)
         inner = self._forget_assigned(known, b.body)
         inner.pop(b.var, None)
-        body = self._weighted(w, lambda: self.blocks(b.body, inner, depth + 1))
+        if isinstance(start, (int, float)) and not isinstance(start, bool) and n > 0:
+            inner = dict(inner)
+            inner[b.var] = int(start)  # sizes that depend on the loop variable: its first value
+        # per-opcode totals count every execution (n); the block's time runs k-way parallel (w)
+        body = self._weighted(n, lambda: self.blocks(b.body, inner, depth + 1))
         total = bounds + body.scale(w)
         if guessed:
             total = Cost(total.io, total.compute, False)
@@ -199,6 +235,18 @@ class ProgramCoster:
         return total
 
     # ------------------------------------------------------------------ helpers
+    def _resize(self, dag: Dag, known: dict[str, Any]) -> Dag:
+        from lafuse.runtime.recompile import copy_dag
+
+        new = copy_dag(dag)
+        for h in new.hops():
+            if h.op == "tread" and h.dt == "matrix" and (h.rows < 0 or h.cols < 0):
+                r, c = self.var_shape.get(h.name or "", (-1, -1))
+                h.rows = r if h.rows < 0 else h.rows
+                h.cols = c if h.cols < 0 else h.cols
+            sizes.infer(h, known)
+        return new
+
     def _weighted(self, w: float, fn: Callable[[], Cost]) -> Cost:
         saved = self._weight
         self._weight = saved * w
@@ -235,6 +283,20 @@ class ProgramCoster:
         """Append the block's total to its header line."""
         if self.render and head < len(self.lines):
             self.lines[head] += f" {fmt_cost(cost)}"
+
+
+def _reusable_bytes() -> float:
+    """Memory this process has touched before but holds no data in now (peak RSS minus current RSS):
+    allocations up to that size are served without page faults."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0  # KiB on Linux
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * float(os.sysconf("SC_PAGE_SIZE"))
+        return max(peak - rss, 0.0)
+    except (OSError, ValueError, ImportError, IndexError):
+        return 0.0
 
 
 def _makes_sparse(h: Any) -> bool:

@@ -32,10 +32,11 @@ print(sum(beta))
 COST = re.compile(r"# C=\[~?([0-9.e+-]+)s, ~?([0-9.e+-]+)s\]")
 
 
-def estimate(text: str, render: bool = False, threads: int = 2):
+def estimate(text: str, render: bool = False, threads: int = 2, reusable: float = float("inf")):
+    """Deterministic: scipy.sparse counted as loaded and (by default) no first-touch page faults."""
     comp = Compiler(cfgmod.Config(threads=threads))
     prog = comp.compile_text(text, "t.dml")
-    return ProgramCoster(comp, PROF, render, threads, sparse_loaded=True).program(prog)
+    return ProgramCoster(comp, PROF, render, threads, sparse_loaded=True, reusable_bytes=reusable).program(prog)
 
 
 def _m(rows: int, cols: int, nnz: int = -1) -> Hop:
@@ -121,6 +122,24 @@ def test_loops_branches_and_parfor_follow_eq_1():
     assert const_if <= one / 10
     unknown_if = estimate(f"x = rand(rows=1, cols=1, seed=3)\nif (as.scalar(x) > 0.5) {{\n  {body}}}").total
     assert one * 0.4 < unknown_if < one * 0.7
+
+
+def test_first_touch_memory_is_paid_once_beyond_the_process_peak():
+    body = "X = rand(rows=1000, cols=1000, seed=1)\n  print(sum(X))\n"
+    fresh = estimate(body, render=True, reusable=0.0)
+    warm = estimate(body, reusable=float("inf"))
+    touch = 1000 * 1000 * 8 / PROF.first_touch_bw
+    assert fresh.total - warm.total == pytest.approx(touch, rel=1e-6)
+    assert any(ln.startswith("FIRST-TOUCH MEMORY") for ln in fresh.lines)
+    looped = estimate(f"for (i in 1:10) {{\n  {body}}}", reusable=0.0)
+    assert looped.total - 10 * warm.total == pytest.approx(touch, rel=1e-3)  # once, not per iteration
+
+
+def test_loop_variable_sizes_are_priced_at_the_first_iteration():
+    est = estimate("X = rand(rows=2000, cols=400, seed=2)\nR = matrix(0, 8, 1)\nfor (j in 1:8) {\n"
+                   "  Xj = X[, ((j - 1) * 50 + 1):(j * 50)]\n  R[j, 1] = sum(t(Xj) %*% Xj)\n}\nprint(sum(R))",
+                   render=True)
+    assert any("[50,2000," in ln for ln in est.lines if " t " in ln)
 
 
 def test_function_calls_and_recursion_terminate():
