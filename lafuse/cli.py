@@ -168,7 +168,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     if stats is not None:
         from lafuse.cost.program import estimate_program
 
-        stats.estimated_total = estimate_program(prog, comp).total
+        est = estimate_program(prog, comp)
+        stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
     interp = Interpreter(prog, comp, stats=stats)
     t0 = time.perf_counter()
     try:

@@ -23,6 +23,7 @@ class Stats:
     op_count: dict[str, int] = field(default_factory=dict)
     op_est: dict[str, float] = field(default_factory=dict)  # cost-model seconds per opcode, as executed
     estimated_total: float | None = None  # whole-program estimate made before running (if any)
+    estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
 
     def record(self, opcode: str, seconds: float, est: float = 0.0) -> None:
@@ -72,6 +73,7 @@ class Stats:
             lines.append(f"  {i:>3}  {op:<{w}}  {t:>9.3f}  {c:>7}  {est:>9}  {ratio:>8}")
         if self.estimated_total is not None:
             ratio = f"{self.estimated_total / self.exec_time:.2f}" if self.exec_time > 0 else "-"
+            guess = "" if self.estimate_exact else ", rests on guessed sizes"
             lines.append(f"Estimated execution time (cost model, before running): {self.estimated_total:.3f} sec. "
-                         f"(estimate/measured {ratio})")
+                         f"(estimate/measured {ratio}{guess})")
         return "\n".join(lines)

@@ -24,6 +24,7 @@ from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.sizes import SPARSITY_TURN_POINT
+from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,10 @@ class Meta:
 
     @property
     def sparse(self) -> bool:
-        return self.matrix and self.nnz >= 0 and self.cells > 0 and self.nnz < SPARSITY_TURN_POINT * self.cells
+        """The runtime's format choice (values.choose_format): CSR below the sparsity turn point,
+        except for tiny matrices, which stay dense."""
+        return self.matrix and self.nnz >= 0 and self.cells >= MIN_SPARSE_CELLS and \
+            self.nnz < SPARSITY_TURN_POINT * self.cells
 
     @property
     def nz(self) -> float:
@@ -210,7 +214,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         io = rate_cells / prof.csv_write_rate if fmt != "binary" else tgt.bytes / prof.binary_read_bw
         return Cost(io, overhead, exact)
     if opcode in ("print", "toString"):
-        cells = max((m.cells for m in mats), default=1.0)
+        # toString formats at most rows x cols cells (100 x 100 by default)
+        cells = min(max((m.cells for m in mats), default=1.0), 100.0 * 100.0)
         return Cost(0.0, overhead + cells / prof.csv_write_rate, exact)
     if opcode == "%*%" and len(mats) == 2:
         flops, blas = _matmult_flops(mats[0], mats[1])

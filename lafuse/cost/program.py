@@ -167,21 +167,43 @@ class ProgramCoster:
             for f in ins.free:
                 self.live -= reg_bytes.pop(f, 0.0)
             if ins.opcode == "fcall":
-                total = total + self._call(ins.hop.params["fname"], depth + 1)
+                total = total + self._call(ins.hop, known, depth + 1)
         return total
 
-    def _call(self, key: str, depth: int) -> Cost:
+    def _call(self, call: Any, known: dict[str, Any], depth: int) -> Cost:
+        key = call.params["fname"]
         if key in self._stack:  # recursion: the recursive call itself is priced at its overhead only
             return ZERO
         fp = self.compiler.function(key)
+        # the callee's parameters take the arguments' shapes and known scalar values, so a body
+        # compiled with unknown sizes is priced as dynamic recompilation will see it
+        names = call.params.get("argnames") or [None] * len(call.inputs)
+        shapes: dict[str, tuple[int, int]] = {}
+        args_known: dict[str, Any] = {}
+        for i, (arg, name) in enumerate(zip(call.inputs, names)):
+            pname = name or (fp.params[i].name if i < len(fp.params) else None)
+            if pname is None:
+                continue
+            if arg.dt == "matrix":
+                r, c = arg.rows, arg.cols
+                if arg.op == "tread" and (r < 0 or c < 0):
+                    r, c = self.var_shape.get(arg.name or "", (r, c))
+                shapes[pname] = (r, c)
+            else:
+                v = sizes.scalar_value(arg, known)
+                if isinstance(v, (int, float, str, bool)):
+                    args_known[pname] = v
+        saved_shape, self.var_shape = self.var_shape, shapes
+        saved_bytes, self.var_bytes = self.var_bytes, {}
         self._stack.append(key)
         try:
             head = len(self.lines)
             self._emit(depth, f"FUNCTION {key}")
-            cost = self.blocks(fp.blocks, {}, depth + 1)
+            cost = self.blocks(fp.blocks, args_known, depth + 1)
             self._close(head, cost)
         finally:
             self._stack.pop()
+            self.var_shape, self.var_bytes = saved_shape, saved_bytes
         return cost
 
     def _if(self, b: IfBlock, known: dict[str, Any], depth: int) -> Cost:
