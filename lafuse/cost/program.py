@@ -69,6 +69,7 @@ class ProgramCoster:
         # memory pays first-touch page faults (once: not multiplied by loop iterations)
         self.var_bytes: dict[str, float] = {}
         self.var_shape: dict[str, tuple[int, int]] = {}  # dims of matrix variables as costed so far
+        self.call_outputs: dict[int, list[tuple[int, int]]] = {}  # fcall hop id -> its outputs' dims
         self.live = 0.0
         self.peak = _reusable_bytes() if reusable_bytes is None else reusable_bytes
         self.first_touch = 0.0
@@ -125,7 +126,7 @@ class ProgramCoster:
             if r.op == "twrite" and r.name and r.inputs and r.inputs[0].dt == "matrix":
                 m = r.inputs[0]
                 self.var_bytes[r.name] = meta(m, self.nnz_hints).bytes
-                self.var_shape[r.name] = (m.rows, m.cols)
+                self.var_shape[r.name] = self._shape_of(m)
                 est = meta(m, self.nnz_hints).nnz if m.nnz < 0 else m.nnz
                 if est >= 0:
                     self.nnz_hints[r.name] = float(est)
@@ -185,10 +186,7 @@ class ProgramCoster:
             if pname is None:
                 continue
             if arg.dt == "matrix":
-                r, c = arg.rows, arg.cols
-                if arg.op == "tread" and (r < 0 or c < 0):
-                    r, c = self.var_shape.get(arg.name or "", (r, c))
-                shapes[pname] = (r, c)
+                shapes[pname] = self._shape_of(arg)
             else:
                 v = sizes.scalar_value(arg, known)
                 if isinstance(v, (int, float, str, bool)):
@@ -201,6 +199,8 @@ class ProgramCoster:
             self._emit(depth, f"FUNCTION {key}")
             cost = self.blocks(fp.blocks, args_known, depth + 1)
             self._close(head, cost)
+            # the outputs' shapes as the body left them, for the caller's later blocks
+            self.call_outputs[call.id] = [self.var_shape.get(o.name, (-1, -1)) for o in fp.outputs]
         finally:
             self._stack.pop()
             self.var_shape, self.var_bytes = saved_shape, saved_bytes
@@ -257,6 +257,20 @@ class ProgramCoster:
         return total
 
     # ------------------------------------------------------------------ helpers
+    def _shape_of(self, h: Any) -> tuple[int, int]:
+        """Dims of a matrix HOP, completed from what costing learned: a variable's shape from an
+        earlier block, a function result's shape from the callee's body."""
+        if h.rows >= 0 and h.cols >= 0:
+            return h.rows, h.cols
+        if h.op == "tread":
+            return self.var_shape.get(h.name or "", (h.rows, h.cols))
+        if h.op == "get" and h.inputs and h.inputs[0].op == "fcall":
+            outs = self.call_outputs.get(h.inputs[0].id, [])
+            i = h.params.get("index", 0)
+            if i < len(outs):
+                return outs[i]
+        return h.rows, h.cols
+
     def _resize(self, dag: Dag, known: dict[str, Any]) -> Dag:
         from lafuse.runtime.recompile import copy_dag
 
