@@ -142,6 +142,19 @@ def test_loop_variable_sizes_are_priced_at_the_first_iteration():
     assert any("[50,2000," in ln for ln in est.lines if " t " in ln)
 
 
+def test_function_results_and_arguments_carry_shapes_into_callees():
+    text = """
+    gen = function(Integer n) return (Matrix[Double] X) { X = rand(rows=n, cols=30, seed=n) }
+    gram = function(Matrix[Double] A) return (Matrix[Double] G) { G = t(A) %*% A }
+    X = gen(700)
+    print(sum(gram(X)))
+    """
+    est = estimate(text, render=True)
+    inside = est.lines[next(i for i, ln in enumerate(est.lines) if "FUNCTION gram" in ln):]
+    assert any("%*%" in ln and "[30,30," in ln for ln in inside)
+    assert any(" t " in ln and "[30,700," in ln for ln in inside)  # A's 700 rows came from gen's body
+
+
 def test_function_calls_and_recursion_terminate():
     text = """
     f = function(Integer n) return (Integer r) {
