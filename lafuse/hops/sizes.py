@@ -22,6 +22,7 @@ SPARSITY_TURN_POINT = 0.4
 SPARSE_SAFE_UNARY = {
     "abs", "sqrt", "round", "ceil", "floor", "sin", "tan", "asin", "atan", "sinh", "tanh", "sign", "u-",
 }
+ROUNDING = {"round", "ceil", "floor"}  # sparse-safe, but they can also turn non-zeros into zeros
 # full aggregates: matrix -> scalar
 FULL_AGG = {"sum", "mean", "prod", "var", "sd", "trace", "median", "min", "max"}
 ROW_AGG = {"rowSums", "rowMeans", "rowMaxs", "rowMins", "rowProds", "rowVars", "rowSds", "rowIndexMax",
@@ -152,8 +153,10 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             r, c = a.rows, a.cols
         else:
             r, c = a.rows, a.cols
-            if op in SPARSE_SAFE_UNARY:
+            if op in SPARSE_SAFE_UNARY and op not in ROUNDING:
                 z = a.nnz
+            elif op in ROUNDING and a.nnz == 0:  # 0 stays 0, but round(0.25) = 0 drops a non-zero
+                z = 0
             elif op in ("isNaN", "isInf", "isNA") and a.nnz == 0:
                 z = 0
     elif kind == "binary":
@@ -242,8 +245,10 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             c = ms[0].cols if ms else -1
             r = sum(m.rows for m in ms) if all(m.rows >= 0 for m in ms) else -1
             z = sum(m.nnz for m in ms) if all(m.nnz >= 0 for m in ms) else -1
-        elif ms:
+        elif ms:  # element-wise n-ary (min, max, ...): operands broadcast
             r, c = ms[0].rows, ms[0].cols
+            for m in ms[1:]:
+                r, c = broadcast_dim(r, m.rows), broadcast_dim(c, m.cols)
     elif kind == "param_builtin":
         a = ins[0] if ins else None  # type: ignore[assignment]
         if op == "replace" and a is not None:

@@ -293,3 +293,12 @@ def test_distribution_functions_against_scipy_and_their_errors():
         run('print(cdf(target=1, dist="chisq"))')
     with pytest.raises(DMLRuntimeError, match="outside"):
         run('print(qnorm(target=1.5))')
+
+
+def test_nary_min_broadcasts_and_rounding_may_drop_nonzeros():
+    """Found by the CPlan reference tests with metadata checks on: min(X, column vector) has X's dims,
+    and round/floor/ceil keep zeros at zero but may turn non-zeros into zeros (nnz not exact)."""
+    lines, _ = run("X = matrix(\"1 5 3 2 0.25 4\", 2, 3)\nr = matrix(\"2 1\", 2, 1)\nM = min(X, r)\n"
+                   "print(nrow(M) + \"x\" + ncol(M) + \" \" + sum(M))\nR = round(X * 0.1)\n"
+                   "print(sum(R != 0) + \" \" + sum(floor(matrix(0.5, 2, 2)) != 0))")
+    assert lines == ["2x3 7.25", "1.0 0.0"]  # round(0.5) = 1 (Java half-up); the other five round to 0
