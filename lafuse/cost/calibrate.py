@@ -141,36 +141,38 @@ def _sparse(quick: bool) -> float:
     return 2.0 * nnz / (t_mv + t_cs)
 
 
-def _instruction_overhead(quick: bool) -> float:
+def _seconds_per_instruction(text: str, reps: int) -> float:
+    """Run a DML program through lafuse's interpreter: one instrumented run counts the instructions
+    it executes (and warms up), timed runs without Stats give the time; compilation is excluded."""
     from lafuse import config as cfgmod
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
     from lafuse.stats import Stats
 
-    iters = 1000 if quick else 3000
-    text = (f"s = 0\nt = 1\nfor (i in 1:{iters}) {{\n  s = s + 1\n  t = t * 0.5 + s\n}}\n"
-            f"print(s + t)\n")
     cfg = cfgmod.get().with_(check_metadata=False, stats=False, explain=None, debug=False)
-    out = io.StringIO()
+    sink = io.StringIO()
     with cfgmod.using(cfg):
         stats = Stats()
         comp = Compiler(cfg, {}, [], stats)
         prog = comp.compile_text(text, "<calibrate>")
-        Interpreter(prog, comp, out=out, stats=stats).run()  # counts the instructions (and warms up)
+        Interpreter(prog, comp, out=sink, stats=stats).run()
         count = sum(stats.op_count.values())
-        t = _best(lambda: Interpreter(prog, comp, out=out).run(), 3 if quick else 7)
+        t = _best(lambda: Interpreter(prog, comp, out=sink).run(), reps)
     return t / max(count, 1)
+
+
+def _instruction_overhead(quick: bool) -> float:
+    iters = 1000 if quick else 3000
+    text = (f"s = 0\nt = 1\nfor (i in 1:{iters}) {{\n  s = s + 1\n  t = t * 0.5 + s\n}}\n"
+            f"print(s + t)\n")
+    return _seconds_per_instruction(text, 3 if quick else 7)
 
 
 def _kernels(quick: bool) -> dict[str, float]:
     """Rates of lafuse's own kernels where they are far from the roofline: the SystemDS-compatible
     rand generator, transpose, row aggregates over few columns, transcendental functions on data
     larger than the caches, and the per-instruction overhead of a small-matrix operation."""
-    from lafuse import config as cfgmod
-    from lafuse.compiler import Compiler
-    from lafuse.runtime.interp import Interpreter
     from lafuse.runtime.local.kernels import KERNELS
-    from lafuse.stats import Stats
 
     reps = 3 if quick else 5
     n = 500_000 if quick else 2_000_000
@@ -185,16 +187,7 @@ def _kernels(quick: bool) -> dict[str, float]:
     iters = 500 if quick else 2000
     text = (f"A = matrix(0.5, 10, 10)\nB = matrix(0.25, 10, 10)\nfor (i in 1:{iters}) {{\n"
             f"  A = A * 0.5 + B\n  A = A - colMeans(A)\n}}\nprint(sum(A))\n")
-    cfg = cfgmod.get().with_(check_metadata=False, stats=False, explain=None, debug=False)
-    sink = io.StringIO()
-    with cfgmod.using(cfg):
-        stats = Stats()
-        comp = Compiler(cfg, {}, [], stats)
-        prog = comp.compile_text(text, "<calibrate>")
-        Interpreter(prog, comp, out=sink, stats=stats).run()
-        count = sum(stats.op_count.values())
-        t = _best(lambda: Interpreter(prog, comp, out=sink).run(), reps)
-    out["matrix_op_overhead"] = t / max(count, 1)
+    out["matrix_op_overhead"] = _seconds_per_instruction(text, reps)
     return out
 
 

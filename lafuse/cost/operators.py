@@ -23,7 +23,7 @@ from typing import Any
 from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.hop import MATRIX, Hop
-from lafuse.hops.sizes import SPARSITY_TURN_POINT
+from lafuse.hops.sizes import SPARSITY_TURN_POINT, slot_arg
 from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS
 
 
@@ -161,10 +161,8 @@ def _roofline(prof: HardwareProfile, read_bytes: float, write_bytes: float, op_t
 
 
 def _literal_arg(h: Hop, name: str) -> Any:
-    for slot, i in zip(h.params.get("slots") or (), h.inputs):
-        if slot == name and i.is_literal:
-            return i.value
-    return h.params.get(name)
+    a = slot_arg(h, name)
+    return a.value if a is not None and a.is_literal else h.params.get(name)
 
 
 def _io_read(h: Hop, out: Meta, prof: HardwareProfile) -> float:

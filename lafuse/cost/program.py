@@ -336,7 +336,7 @@ def _reusable_bytes() -> float:
 
 
 def _makes_sparse(h: Any) -> bool:
-    return h.dt == "matrix" and meta(h).sparse and meta(h).cells > 1
+    return meta(h).sparse  # a CSR value (meta: matrices of at least MIN_SPARSE_CELLS only)
 
 
 def _iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:

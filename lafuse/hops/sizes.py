@@ -67,7 +67,8 @@ def _int_or_unknown(v: Any) -> int:
     return -1
 
 
-def _arg(h: Hop, name: str) -> Hop | None:
+def slot_arg(h: Hop, name: str) -> Hop | None:
+    """The input HOP bound to parameter ``name`` of a builtin call (by the catalogue's slots)."""
     slots = h.params.get("slots")
     if slots is None:
         return None
@@ -98,9 +99,9 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
     r = c = z = -1
     if kind == "datagen":
         if op == "matrix":
-            data = _arg(h, "data")
-            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else -1
-            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else -1
+            data = slot_arg(h, "data")
+            r = _int_or_unknown(scalar_value(slot_arg(h, "rows"), known)) if slot_arg(h, "rows") else -1
+            c = _int_or_unknown(scalar_value(slot_arg(h, "cols"), known)) if slot_arg(h, "cols") else -1
             if data is not None and data.dt == MATRIX:
                 if r < 0 and c >= 0 and data.dims_known and c > 0:
                     r = data.rows * data.cols // c
@@ -112,22 +113,22 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and r >= 0 and c >= 0:
                     z = 0 if v == 0 else r * c
         elif op in ("rand", "Rand"):
-            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else 1
-            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else 1
-            sp_h = _arg(h, "sparsity")
+            r = _int_or_unknown(scalar_value(slot_arg(h, "rows"), known)) if slot_arg(h, "rows") else 1
+            c = _int_or_unknown(scalar_value(slot_arg(h, "cols"), known)) if slot_arg(h, "cols") else 1
+            sp_h = slot_arg(h, "sparsity")
             sp = 1.0 if sp_h is None else scalar_value(sp_h, known)
             if r >= 0 and c >= 0 and isinstance(sp, (int, float)):
-                mn = scalar_value(_arg(h, "min"), known) if _arg(h, "min") else 0.0
-                mx = scalar_value(_arg(h, "max"), known) if _arg(h, "max") else 1.0
+                mn = scalar_value(slot_arg(h, "min"), known) if slot_arg(h, "min") else 0.0
+                mx = scalar_value(slot_arg(h, "max"), known) if slot_arg(h, "max") else 1.0
                 if sp == 0 or (mn == 0 and mx == 0):
                     z = 0
                 else:
-                    pdf = scalar_value(_arg(h, "pdf"), known) if _arg(h, "pdf") else "uniform"
+                    pdf = scalar_value(slot_arg(h, "pdf"), known) if slot_arg(h, "pdf") else "uniform"
                     if sp >= 1.0 and isinstance(mn, (int, float)) and mn > 0 and str(pdf).lower() == "uniform":
                         z = r * c
         elif op == "seq":
-            f, t = _arg(h, "from"), _arg(h, "to")
-            inc = _arg(h, "incr")
+            f, t = slot_arg(h, "from"), slot_arg(h, "to")
+            inc = slot_arg(h, "incr")
             fv, tv = scalar_value(f, known), scalar_value(t, known)
             iv = scalar_value(inc, known) if inc is not None else None
             if isinstance(fv, (int, float)) and isinstance(tv, (int, float)):
@@ -136,7 +137,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
                 if isinstance(iv, (int, float)) and iv != 0 and (tv - fv) / iv >= 0:
                     r, c = int(math.floor((tv - fv) / iv + 1e-12)) + 1, 1
         elif op == "sample":
-            r, c = _int_or_unknown(scalar_value(_arg(h, "size"), known)), 1
+            r, c = _int_or_unknown(scalar_value(slot_arg(h, "size"), known)), 1
     elif kind == "data":
         if op in ("tread", "pread"):
             r, c, z = h.rows, h.cols, h.nnz
@@ -210,13 +211,13 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             elif a.cols < 0 or a.rows < 0:
                 r = c = -1
         elif op == "order":
-            ir = scalar_value(_arg(h, "index.return"), known) if _arg(h, "index.return") else False
+            ir = scalar_value(slot_arg(h, "index.return"), known) if slot_arg(h, "index.return") else False
             r, c = (a.rows, 1) if ir is True else (a.rows, a.cols)
             if ir is not True:
                 z = a.nnz
         elif op == "matrix":  # reshape
-            r = _int_or_unknown(scalar_value(_arg(h, "rows"), known)) if _arg(h, "rows") else -1
-            c = _int_or_unknown(scalar_value(_arg(h, "cols"), known)) if _arg(h, "cols") else -1
+            r = _int_or_unknown(scalar_value(slot_arg(h, "rows"), known)) if slot_arg(h, "rows") else -1
+            c = _int_or_unknown(scalar_value(slot_arg(h, "cols"), known)) if slot_arg(h, "cols") else -1
             z = a.nnz
     elif kind == "rix":
         x, rl, ru, cl, cu = ins
@@ -254,15 +255,15 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
         if op == "replace" and a is not None:
             r, c = a.rows, a.cols
         elif op == "table":
-            rr, cc = _arg(h, "rows"), _arg(h, "cols")
+            rr, cc = slot_arg(h, "rows"), slot_arg(h, "cols")
             if rr is not None and cc is not None:
                 r = _int_or_unknown(scalar_value(rr, known))
                 c = _int_or_unknown(scalar_value(cc, known))
         elif op == "aggregate":
-            ng = _arg(h, "ngroups")
+            ng = slot_arg(h, "ngroups")
             if ng is not None:
                 r = _int_or_unknown(scalar_value(ng, known))
-                tgt = _arg(h, "target")
+                tgt = slot_arg(h, "target")
                 c = tgt.cols if tgt is not None else -1
         elif op in ("lower.tri", "upper.tri") and a is not None:
             r, c = a.rows, a.cols

@@ -8,10 +8,12 @@ import io
 from typing import Any
 
 import numpy as np
+import pytest
 from conformance import sds
 
 from lafuse import config as cfgmod
 from lafuse.compiler import run_dml
+from lafuse.errors import DMLStop
 
 
 def _dense(v: Any) -> Any:
@@ -36,3 +38,16 @@ def run_sds(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     cfg = cfgmod.get().with_(lafuse_builtins=False, builtin_dirs=(str(sds.builtin_scripts_dir()),))
     res = run_dml(text, inputs, outputs, nvargs=nvargs, cfg=cfg, out=out)
     return {k: _dense(v) for k, v in res.items()}, out.getvalue()
+
+
+def assert_close(a: Any, b: Any, rtol: float) -> None:
+    """Same shape and values within ``rtol``, with an absolute floor scaled to ``b``'s magnitude."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max()))
+
+
+def assert_stops(text: str, inputs: dict[str, Any], match: str) -> None:
+    """``text`` run with lafuse's library ends in ``stop()`` with a message matching ``match``."""
+    with pytest.raises(DMLStop, match=match):
+        run_lib(text, inputs, [])

@@ -17,21 +17,16 @@ from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_m
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.svm import LinearSVC
 
-from lafuse.errors import DMLStop
-from library.run import run_lib, run_sds
+from library.run import assert_close, assert_stops, run_lib, run_sds
 
 RTOL = 1e-8  # exact optima of well-conditioned problems: only float round-off separates the solutions
 
 
 def _close(a, b, rtol=RTOL):
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max()))
+    assert_close(a, b, rtol)
 
 
-def _stop(text, inputs, match):
-    with pytest.raises(DMLStop, match=match):
-        run_lib(text, inputs, [])
+_stop = assert_stops
 
 
 def _col(v):

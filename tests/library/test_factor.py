@@ -19,22 +19,17 @@ import scipy.sparse as sp
 from sklearn.decomposition import NMF
 
 import lafuse
-from lafuse.errors import DMLStop
-from library.run import run_lib, run_sds
+from library.run import assert_close, assert_stops, run_lib, run_sds
 
 BUILTINS = Path(lafuse.__file__).parent / "builtins"
 RTOL = 1e-9  # same deterministic updates in the same order: only float round-off differs
 
 
 def _close(a, b, rtol=RTOL):
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max()))
+    assert_close(a, b, rtol)
 
 
-def _stop(text, inputs, match):
-    with pytest.raises(DMLStop, match=match):
-        run_lib(text, inputs, [])
+_stop = assert_stops
 
 
 def _source(name):

@@ -13,8 +13,7 @@ import scipy.sparse as sp
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.metrics import r2_score
 
-from lafuse.errors import DMLStop
-from library.run import run_lib, run_sds
+from library.run import assert_close, assert_stops, run_lib, run_sds
 
 RTOL = 1e-8  # exact optima of well-conditioned problems: only float round-off separates the solutions
 
@@ -29,14 +28,10 @@ def _data(n=60, m=5, seed=0, k=1):
 
 
 def _close(a, b, rtol=RTOL):
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max()))
+    assert_close(a, b, rtol)
 
 
-def _stop(text, inputs, match):
-    with pytest.raises(DMLStop, match=match):
-        run_lib(text, inputs, [])
+_stop = assert_stops
 
 
 def _ridge_ref(X, y, icpt, reg):
