@@ -1,5 +1,30 @@
 """CPlans: the code-generation plan of one fused operator (paper 000 sec. 3).
 
+Four templates (paper 000 Table 1), each a skeleton the generated body plugs into:
+
+* ``cell``: iterates over the cells (i, j) of the main input (or only its non-zeros when the
+  plan is sparse-safe and no side input holds NaN/Inf); every node is a scalar. Aggregation
+  ``agg`` in NO_AGG, FULL_AGG, ROW_AGG, COL_AGG with ``agg_op`` in sum, sumsq, min, max.
+* ``magg``: several full aggregates over one iteration space (``roots`` with ``agg_ops``), e.g.
+  ``sum(X*Y)`` and ``sum(X*Z)`` reading X once; the result is a tuple of floats.
+* ``row``: iterates over the rows i of the main input; a node is a scalar or a row vector
+  (1 x L). Inputs: MAIN is X[i, :], CELL a side matrix's row Y[i, :], ROWVEC v[i, 0] (scalar),
+  COLVEC a whole 1 x L row vector, SCALAR, MATRIX a whole side matrix B (only as ``vecmat``'s
+  second operand). Row-only ops: ``rowSums``/``rowMins``/``rowMaxs`` (vector -> scalar),
+  ``dot`` (two vectors -> scalar), ``vecmat`` (vector (1 x K) times MATRIX (K x L) -> vector).
+  Element-wise ops broadcast a scalar (or a 1 x 1 vector) over a vector. Output ``agg``:
+  NO_AGG (n x L, or n x 1 for a scalar root), COL_AGG (1 x L: the sum over i), FULL_AGG
+  (the sum over i of all entries), COL_AGG_T (L x 1, the transpose of COL_AGG: ``t(X) %*% w``)
+  and COL_AGG_B1_T (L x L2: the sum over i of t(root_i) %*% root2_i, ``t(X) %*% W``).
+* ``outer``: iterates over the non-zeros (i, j) of the sparse main input X (n x m) with
+  factors U (n x r, access OUTER_U: row U[i, :]) and V (m x r, access OUTER_V: row V[j, :]);
+  ``uv(U, V)`` is the scalar dot(U[i, :], V[j, :]) = (U %*% t(V))[i, j]. Nodes are scalars; CELL,
+  ROWVEC, COLVEC and SCALAR side inputs read as in ``cell``. Output ``agg``: NO_AGG (n x m with
+  X's sparsity pattern), FULL_AGG (sum), RIGHT_MM (n x k: ``W %*% mm`` with mm (m x k): row i
+  += w_ij * mm[j, :]), LEFT_MM (m x k: ``t(W) %*% mm`` with mm (n x k): row j += w_ij * mm[i, :]);
+  ``mm`` is the input position of that matrix. Cells where X is zero are zero (SystemDS's
+  sparse-safe semantics of wsloss/wcemm/wdivmm; the template only opens on such expressions).
+
 A CPlan is a template type, an output/aggregation type and a DAG of CNodes over the operator's
 inputs. CNodes are hash-consed on construction (:class:`CPlanBuilder`), so equal subexpressions
 are shared (CSE). The canonical key (:meth:`CPlan.canonical_key`) renumbers inputs by their first
@@ -19,13 +44,22 @@ CELL = "cell"  # a side input of the same shape: Y[i, j]
 ROWVEC = "rowvec"  # a column vector broadcast along rows: v[i, 0]
 COLVEC = "colvec"  # a row vector broadcast along columns: v[0, j]
 SCALAR = "scalar"  # a scalar (or 1x1) input
-ACCESS = (MAIN, CELL, ROWVEC, COLVEC, SCALAR)
+MATRIX = "matrix"  # row template: a whole side matrix (vecmat's right operand)
+OUTER_U = "outer_u"  # outer template: U[i, :]
+OUTER_V = "outer_v"  # outer template: V[j, :]
+ACCESS = (MAIN, CELL, ROWVEC, COLVEC, SCALAR, MATRIX, OUTER_U, OUTER_V)
+
+TEMPLATES = ("cell", "magg", "row", "outer")
 
 # output / aggregation types of the Cell template (paper 000 Table 1)
 NO_AGG = "no_agg"
 FULL_AGG = "full_agg"
 ROW_AGG = "row_agg"
 COL_AGG = "col_agg"
+COL_AGG_T = "col_agg_t"  # row template
+COL_AGG_B1_T = "col_agg_b1_t"  # row template
+LEFT_MM = "left_mm"  # outer template
+RIGHT_MM = "right_mm"  # outer template
 AGG_OPS = ("sum", "sumsq", "min", "max")
 
 UNARY = ("u-", "!", "abs", "exp", "log", "sqrt", "round", "floor", "ceil", "sign", "sin", "cos", "tan",
@@ -33,6 +67,11 @@ UNARY = ("u-", "!", "abs", "exp", "log", "sqrt", "round", "floor", "ceil", "sign
 BINARY = ("+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "min", "max",
           "xor")
 TERNARY = ("ifelse",)
+ROW_UNARY = ("rowSums", "rowMins", "rowMaxs")  # row template: vector -> scalar
+ROW_BINARY = ("dot", "vecmat")  # row template
+OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
+ARITY = {**{o: 1 for o in UNARY + ROW_UNARY}, **{o: 2 for o in BINARY + ROW_BINARY},
+         **{o: 3 for o in TERNARY}, "uv": 2}
 
 
 @dataclass(frozen=True)
@@ -55,12 +94,26 @@ class CNode:
 
 @dataclass
 class CPlan:
-    template: str  # "cell" (row, magg and outer follow with #5)
+    """``root`` is the output expression (``roots``/``agg_ops`` for magg, where ``root`` is the
+    first root); ``root2`` the right factor of COL_AGG_B1_T; ``mm`` the input position of the
+    matrix an outer LEFT_MM/RIGHT_MM multiplies with. Exactly one input has access MAIN (the
+    iteration space; the reference interpreter takes it at position 0)."""
+
+    template: str
     root: CNode
     agg: str = NO_AGG
     agg_op: str = "sum"
     sparse_safe: bool = False  # the kernel may iterate over the main input's non-zeros only
     ninputs: int = field(default=0)
+    roots: tuple[CNode, ...] = ()
+    agg_ops: tuple[str, ...] = ()
+    root2: CNode | None = None
+    mm: int = -1
+
+    def all_roots(self) -> tuple[CNode, ...]:
+        if self.template == "magg":
+            return self.roots
+        return (self.root,) if self.root2 is None else (self.root, self.root2)
 
     def canonical_key(self) -> tuple[str, tuple[int, ...], tuple[float, ...]]:
         """(hash, input permutation, literal values): the hash is equal for plans that differ only in
@@ -87,7 +140,16 @@ class CPlan:
             memo[key] = s
             return s
 
-        text = f"{self.template}|{self.agg}|{self.agg_op}|{int(self.sparse_safe)}|{walk(self.root)}"
+        body = "|".join(walk(r) for r in self.all_roots())
+        if self.mm >= 0:
+            if self.mm not in order:
+                order.append(self.mm)
+            body += f"|mm=i{order.index(self.mm)}"
+        for pos in range(self.ninputs):  # inputs no node reads keep their slots (stable arity)
+            if pos not in order:
+                order.append(pos)
+        ops = ",".join(self.agg_ops) if self.template == "magg" else self.agg_op
+        text = f"{self.template}|{self.agg}|{ops}|{int(self.sparse_safe)}|{body}"
         return hashlib.sha256(text.encode()).hexdigest()[:32], tuple(order), tuple(lits)
 
 
@@ -109,8 +171,14 @@ class CPlanBuilder:
         v = float(value)
         return self._intern(("literal", repr(v)), CNode("literal", (), v))
 
+    def uv(self, u: CNode, v: CNode) -> CNode:
+        """The outer template's dot(U[i, :], V[j, :]) over inputs of access OUTER_U and OUTER_V."""
+        if (u.access, v.access) != (OUTER_U, OUTER_V):
+            raise ValueError("uv reads an OUTER_U and an OUTER_V input")
+        return self.op("uv", u, v)
+
     def op(self, name: str, *children: CNode) -> CNode:
-        arity = {**{o: 1 for o in UNARY}, **{o: 2 for o in BINARY}, **{o: 3 for o in TERNARY}}.get(name)
+        arity = ARITY.get(name)
         if arity is None:
             raise ValueError(f"operator {name!r} cannot be fused")
         if arity != len(children):
