@@ -41,6 +41,7 @@ class Compiler:
         self.program: Program | None = None
         self._defaults: dict[tuple[str, str], Plan] = {}
         self._in_compile = False
+        self.fusion_stats: Any = None  # fusion.FusionStats once a DAG was fused
         from lafuse.runtime.local.kernels import KERNELS
 
         self.kernels = KERNELS
@@ -91,6 +92,7 @@ class Compiler:
         # after rewrites: an out-of-range index in a branch that known sizes make dead (constant
         # predicate removed) is not an error, as in SystemDS; a surviving one is reported here
         _raise_deferred(blocks)
+        _set_weights(blocks, 1.0)
         for b in iter_blocks(blocks):
             if isinstance(b, GenericBlock):
                 b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())
@@ -102,8 +104,16 @@ class Compiler:
         for h in dag.hops():
             sizes.infer(h, known)
 
-    def lower_dag(self, dag: Dag) -> Plan:
-        return lower(dag, self.kernels)
+    def lower_dag(self, dag: Dag, weight: float = 1.0) -> Plan:
+        """Fusion (when codegen is on) rewrites a copy of the DAG right before lowering, so it sees
+        the sizes of the static compile or of the current dynamic recompilation."""
+        if self.cfg.codegen:
+            from lafuse import fusion
+
+            if self.fusion_stats is None:
+                self.fusion_stats = fusion.FusionStats()
+            dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight)
+        return lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
 
     # ------------------------------------------------------------ functions
     def _compile_functions(self, prog: Program) -> None:
@@ -196,6 +206,22 @@ class Compiler:
                 b.env, b.ns = saved
             plan = self._defaults[(key, p.name)] = self.lower_dag(dag)
         return interp.exec_plan(plan, {}, keep_result=True)
+
+
+def _set_weights(blocks: list, w: float) -> None:
+    """Expected executions of each generic block (loop bodies: DEFAULT_WHILE_ITERATIONS per loop
+    level, as the cost model assumes), which amortize fused kernels' compilation."""
+    from lafuse.cost.constants import DEFAULT_WHILE_ITERATIONS
+    from lafuse.hops.program import ForBlock, IfBlock, WhileBlock
+
+    for b in blocks:
+        if isinstance(b, GenericBlock):
+            b.weight = w
+        elif isinstance(b, IfBlock):
+            _set_weights(b.then_blocks, w)
+            _set_weights(b.else_blocks, w)
+        elif isinstance(b, (WhileBlock, ForBlock)):
+            _set_weights(b.body, w * DEFAULT_WHILE_ITERATIONS)
 
 
 def _raise_deferred(blocks: list) -> None:

@@ -1,5 +1,230 @@
-"""Operator fusion (paper 000): CPlans, templates, memo-table exploration and plan selection.
+"""Operator fusion (paper 000): OFMC exploration into a memo table, plan selection, CPlans, and the
+rewrite of a HOP DAG into one with fused operators (``spoofCell``, ``spoofRA``, ``spoofMA``,
+``spoofOP`` HOPs whose CPlan the code generator compiles).
 
-Built up under issue #5; so far the CPlan representation (``cplan.py``) that templates produce and
-the code generator and the reference interpreter (``lafuse.codegen.reference``) consume.
+Fusion runs on a copy of a block's DAG right before lowering, i.e. after static and dynamic
+rewrites and again whenever dynamic recompilation re-lowers a block with actual sizes.
 """
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
+from lafuse.cost.profile import HardwareProfile
+from lafuse.fusion import cplan as C
+from lafuse.fusion.construct import OPCODES, FusedOp, FusionPlan, build_plan
+from lafuse.fusion.memo import MemoTable, explore
+from lafuse.fusion.select import SELECTORS, Context, SelectStats
+from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
+from lafuse.hops.program import Dag
+
+MAX_UNFUSE_ROUNDS = 4
+
+
+@dataclass
+class FusionStats:
+    dags: int = 0  # DAGs optimized
+    fused_ops: int = 0  # fused operators created
+    cplans: int = 0
+    time: float = 0.0
+    select: SelectStats = field(default_factory=SelectStats)
+    memo_entries: int = 0
+    memo_pruned: int = 0
+    unfused_by_compile_cost: int = 0
+
+
+def _has_candidates(dag: Dag) -> bool:
+    return any(h.dt == MATRIX and h.kind in ("unary", "binary", "nary", "ternary", "agg_unary", "matmult")
+               for h in dag.hops())
+
+
+def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: HardwareProfile | None = None,
+             weight: float = 1.0) -> tuple[Dag, MemoTable | None]:
+    """A copy of ``dag`` with fused operators (the input DAG is not modified); ``weight`` is how
+    often the block is expected to run (loop bodies), which amortizes compilation."""
+    if not _has_candidates(dag):
+        return dag, None
+    from lafuse.cost.profile import load
+    from lafuse.runtime.recompile import copy_dag
+
+    t0 = time.perf_counter()
+    prof = prof or load()
+    new = copy_dag(dag)
+    order = new.hops()
+    memo = explore(new.roots, dominance=cfg.fusion != "cost")
+    st = stats or FusionStats()
+    st.dags += 1
+    st.memo_entries += sum(len(es) for es in memo.groups.values())
+    st.memo_pruned += memo.pruned
+    if not memo.groups:
+        st.time += time.perf_counter() - t0
+        return dag, memo
+    ctx = Context(memo, new.roots, order, prof, st.select)
+    selector = SELECTORS.get(cfg.fusion)
+    if selector is None:
+        raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
+    cuts = selector().select(ctx)
+    plan = build_plan(memo, new.roots, order, cuts)
+    if cfg.fusion == "cost":
+        for _ in range(MAX_UNFUSE_ROUNDS):
+            extra = _not_worth_compiling(plan, prof, weight)
+            if not extra:
+                break
+            st.unfused_by_compile_cost += len(extra)
+            cuts = cuts | extra
+            plan = build_plan(memo, new.roots, order, cuts)
+    ops = combine_multi_aggregates(plan.fused)
+    st.fused_ops += len(ops)
+    st.cplans += len(ops)
+    _rewrite(new, ops)
+    st.time += time.perf_counter() - t0
+    return new, memo
+
+
+def _kernel_cached(plan: C.CPlan) -> bool:
+    try:
+        from lafuse import codegen
+
+        fn = getattr(codegen, "is_cached", None)
+        return bool(fn(plan)) if fn is not None else False
+    except ImportError:
+        return False
+
+
+def _not_worth_compiling(plan: FusionPlan, prof: HardwareProfile, weight: float) -> frozenset[tuple[int, int]]:
+    """Cuts that dissolve fused operators whose expected savings over all runs of the block do not
+    pay for compiling their kernel (tiny inputs stay unfused)."""
+    out: set[tuple[int, int]] = set()
+    for op in plan.fused:
+        assert op.plan is not None
+        hops = _covered_hops(op)
+        saving = sum(basic_cost(h, prof) for h in hops) - fused_cost(op.plan, op.inputs, op.root, prof)
+        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof):
+            out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
+    return frozenset(out)
+
+
+def _covered_hops(op: FusedOp) -> list[Hop]:
+    from lafuse.fusion.templates import fused_input
+
+    out: dict[int, Hop] = {}
+    stack = [op.root]
+    while stack:
+        h = stack.pop()
+        if h.id in out:
+            continue
+        out[h.id] = h
+        for k, r in enumerate(op.entries[h.id].refs):
+            if r >= 0:
+                stack.append(fused_input(h, k))
+        if h.kind == "matmult" and h.inputs[0].kind == "reorg" and h.inputs[0].op == "t":
+            out.setdefault(h.inputs[0].id, h.inputs[0])
+    return list(out.values())
+
+
+# ----------------------------------------------------------------------- multi-aggregates
+
+def _reachable(roots: list[Hop]) -> set[int]:
+    return {h.id for h in walk(roots)}
+
+
+def combine_multi_aggregates(ops: list[FusedOp]) -> list[FusedOp]:
+    """Full aggregates of Cell operators over the same iteration space that share an input and do
+    not depend on each other become one MAgg operator reading the shared inputs once."""
+    cands = [o for o in ops if o.template == "cell" and o.plan is not None and o.plan.agg == C.FULL_AGG]
+    rest = [o for o in ops if o not in cands]
+    groups: list[list[FusedOp]] = []
+    for o in cands:
+        main = o.inputs[0]
+        for g in groups:
+            gm = g[0].inputs[0]
+            if (main.rows, main.cols) != (gm.rows, gm.cols):
+                continue
+            if not any(set(i.id for i in o.inputs) & set(i.id for i in x.inputs) for x in g):
+                continue
+            deps = _reachable(o.inputs)
+            if any(x.root.id in deps or o.root.id in _reachable(x.inputs) for x in g):
+                continue
+            g.append(o)
+            break
+        else:
+            groups.append([o])
+    out = list(rest)
+    for g in groups:
+        out.append(g[0] if len(g) == 1 else _magg(g))
+    return out
+
+
+def _magg(group: list[FusedOp]) -> FusedOp:
+    b = C.CPlanBuilder()
+    inputs: list[Hop] = [group[0].inputs[0]]
+    main = inputs[0]
+    roots: list[C.CNode] = []
+    for o in group:
+        assert o.plan is not None
+        memo: dict[int, C.CNode] = {}
+
+        def re(n: C.CNode, o: FusedOp = o, memo: dict[int, C.CNode] = memo) -> C.CNode:
+            if id(n) in memo:
+                return memo[id(n)]
+            if n.op == "input":
+                h = o.inputs[int(n.arg)]  # type: ignore[call-overload]
+                if h not in inputs:
+                    inputs.append(h)
+                acc = C.MAIN if h is main else (C.CELL if n.access == C.MAIN else n.access)
+                out = b.input(inputs.index(h), acc)
+            elif n.op == "literal":
+                out = b.literal(float(n.arg))  # type: ignore[arg-type]
+            else:
+                out = b.op(n.op, *[re(c) for c in n.children])
+            memo[id(n)] = out
+            return out
+
+        roots.append(re(o.plan.root))
+    safe = all(o.plan is not None and o.plan.sparse_safe and o.inputs[0] is main for o in group)
+    plan = C.CPlan("magg", roots[0], C.FULL_AGG, "sum", sparse_safe=safe, ninputs=len(inputs),
+                   roots=tuple(roots), agg_ops=tuple(o.plan.agg_op for o in group if o.plan is not None))
+    entries = {k: v for o in group for k, v in o.entries.items()}
+    return FusedOp("magg", group[0].root, entries, plan, inputs, roots=[o.root for o in group])
+
+
+# ----------------------------------------------------------------------------- DAG rewrite
+
+def _spoof(op: FusedOp) -> Hop:
+    root = op.root
+    assert op.plan is not None
+    multi = op.template == "magg"
+    s = Hop(OPCODES[op.template], "spoof", list(op.inputs), dt="list" if multi else root.dt,
+            vt="unknown" if multi else root.vt, span=root.span,
+            params={"cplan": op.plan, "covers": sorted(op.entries)})
+    if not multi:
+        s.copy_dims(root)
+        s.mem, s.out_mem = root.mem, root.out_mem
+    return s
+
+
+def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
+    repl: dict[int, Hop] = {}
+    for op in ops:
+        s = _spoof(op)
+        if op.template == "magg":
+            for k, r in enumerate(op.roots):
+                g = Hop("get", "extract", [s], dt=SCALAR, vt=DOUBLE, span=r.span, params={"index": k})
+                g.rows = g.cols = 0
+                repl[r.id] = g
+        else:
+            repl[op.root.id] = s
+    for h in walk(dag.roots):
+        h.inputs = [repl.get(i.id, i) for i in h.inputs]
+    for op in ops:  # the spoof operators' own inputs may be other fused operators' roots
+        for s in ({repl[r.id] for r in op.roots} if op.template == "magg" else {repl[op.root.id]}):
+            tgt = s.inputs[0] if s.op == "get" else s
+            tgt.inputs = [repl.get(i.id, i) for i in tgt.inputs]
+    dag.roots = [repl.get(r.id, r) for r in dag.roots]
+
+
+def explain_memo(memo: MemoTable) -> str:
+    return memo.render()

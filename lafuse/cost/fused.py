@@ -1,0 +1,102 @@
+"""Costs of fusion plans (paper 000 sec. 4.3, Eq. 4): T = T_write + max(T_read, T_compute) per
+operator, fused or basic, summed over a plan.
+
+A fused operator reads each distinct input once (side inputs of a sparse-safe operator only at
+the main input's non-zeros), computes every covered operation per iterated cell (non-zeros for
+sparsity-exploiting operators), writes only its output and pays one dispatch. Basic operators
+are priced by the instruction cost model (:func:`lafuse.cost.operators.instruction_cost`), so the
+unfused and the fused side of every decision come from the same rates.
+"""
+
+from __future__ import annotations
+
+from lafuse.cost import constants as K
+from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, meta
+from lafuse.cost.profile import HardwareProfile
+from lafuse.fusion import cplan as C
+from lafuse.hops.hop import Hop
+
+
+def basic_cost(h: Hop, prof: HardwareProfile) -> float:
+    if h.kind in ("literal", "data") or h.op in ("tread", "twrite"):
+        return 0.0
+    try:
+        return instruction_cost(h.op, h, prof).compute
+    except Exception:  # an operator the instruction model does not know: its dispatch only
+        return prof.matrix_op_overhead
+
+
+def _weight(op: str) -> float:
+    """Cost of one cell of ``op`` in units of a simple element-wise operation."""
+    if op in TRIG:
+        return K.WEIGHT_TRIG * K.DEFAULT_ELEMENTWISE_RATE / K.DEFAULT_TRANSCENDENTAL_RATE
+    if op in TRANSCENDENTAL:
+        return K.DEFAULT_ELEMENTWISE_RATE / K.DEFAULT_TRANSCENDENTAL_RATE
+    if op in ("/", "%%", "%/%"):
+        return K.WEIGHT_DIVIDE
+    if op == "^":
+        return K.WEIGHT_POW
+    if op == "sqrt":
+        return K.WEIGHT_SQRT
+    return K.WEIGHT_SIMPLE
+
+
+def _nodes(plan: C.CPlan) -> list[C.CNode]:
+    seen: dict[int, C.CNode] = {}
+    stack = list(plan.all_roots())
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen[id(n)] = n
+            stack.extend(n.children)
+    return list(seen.values())
+
+
+def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: HardwareProfile) -> float:
+    """Seconds one execution of the fused operator is expected to take (without compilation)."""
+    metas = [meta(h) for h in inputs]
+    main_pos = next((int(n.arg) for n in _nodes(plan) if n.op == "input" and n.access == C.MAIN), 0)  # type: ignore[call-overload]
+    main = metas[main_pos]
+    density = min(1.0, main.nz / main.cells) if main.matrix and main.cells > 0 else 1.0
+    exploit = plan.template == "outer" or (plan.sparse_safe and main.sparse)
+    scale = density if exploit else 1.0
+    read = 0.0
+    for pos, m in enumerate(metas):
+        if not m.matrix:
+            continue
+        if pos == main_pos:
+            read += m.bytes
+        elif m.cells >= main.cells * 0.5:  # cell-aligned side input: touched where the main is
+            read += m.bytes * (scale if not m.sparse else 1.0)
+        else:
+            read += m.bytes
+    cells = main.cells * scale
+    ops = 0.0
+    flops = 0.0
+    for n in _nodes(plan):
+        if n.op in ("input", "literal"):
+            continue
+        if n.op == "uv":
+            flops += 2.0 * metas[int(n.children[0].arg)].cols  # type: ignore[call-overload]
+        elif n.op == "vecmat":
+            b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
+            flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
+        else:
+            ops += _weight(n.op)
+    if plan.template == "row":
+        # vector operations run over the row's cells, matrix-vector work per row
+        compute = cells * ops / prof.elementwise_rate + cells * flops / prof.blas_flops * 4.0
+    else:
+        if plan.mm >= 0:
+            flops += 2.0 * metas[plan.mm].cols
+        compute = cells * ops / prof.elementwise_rate + cells * flops / (prof.blas_flops / 4.0)
+    if exploit and main.sparse:
+        compute += main.nz / prof.sparse_rate
+    write = meta(out).bytes if out is not None and out.dt == "matrix" else 0.0
+    return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
+
+
+def compile_penalty(cached: bool, prof: HardwareProfile) -> float:
+    """One-time cost of a kernel not in the plan cache (paper 000 Table 3: compilation overhead)."""
+    return K.CODEGEN_WARM_LOAD_TIME if cached else prof.codegen_compile_time
+

@@ -1,0 +1,459 @@
+"""From selected memo entries to fused operators: expansion, CPlan construction, DAG rewriting.
+
+A plan assignment is a set of *cuts*: data dependencies ``(consumer id, input id)`` that must read
+a materialized intermediate. Given the cuts, :func:`build_plan` walks the DAG from its roots
+(consumers before inputs), opens a fused operator at every needed HOP that has a valid memo entry,
+follows references to collect the HOPs it covers, and builds its CPlan. Whatever a fused operator
+reads from outside becomes needed in turn; HOPs covered by one operator but needed elsewhere are
+computed again there (the redundancy fuse-all accepts and fuse-no-redundancy avoids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lafuse.fusion import cplan as C
+from lafuse.fusion.memo import MemoEntry, MemoTable
+from lafuse.fusion.templates import (
+    agg_of,
+    fused_input,
+    is_cellwise,
+    is_matmult,
+    is_transpose,
+    outer_like,
+)
+from lafuse.hops.hop import MATRIX, SCALAR, Hop
+
+Cuts = frozenset[tuple[int, int]]
+# template preference when several entries are valid at a root: sparsity-exploiting, then cell-wise
+# (its row/column aggregates are cheaper than row-vector code), then row-wise
+PREFERENCE = {"outer": 0, "cell": 1, "row": 2}
+OPCODES = {"cell": "spoofCell", "row": "spoofRA", "magg": "spoofMA", "outer": "spoofOP"}
+
+# operators f with f(0, y) == 0 for every finite y: multiplying by a zero of the main input
+# annihilates the other operand (exact only if that operand stays finite, see _finite_preserving)
+_ZERO_UNARY = {"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh", "tanh"}
+# operators that map finite operands to finite results (up to overflow beyond 1e154, a documented limit)
+_FINITE_OPS = {"+", "-", "*", "min", "max", "<", "<=", ">", ">=", "==", "!=", "&", "|", "xor", "u-", "!", "abs",
+               "round", "floor", "ceil", "sign", "sin", "cos", "tanh", "isNaN", "isInf", "atan", "ifelse"}
+
+
+@dataclass
+class FusedOp:
+    template: str
+    root: Hop
+    entries: dict[int, MemoEntry]  # covered HOP id -> the entry it is fused with
+    plan: C.CPlan | None = None
+    inputs: list[Hop] = field(default_factory=list)  # materialized inputs, CPlan positions
+    roots: list[Hop] = field(default_factory=list)  # magg: the aggregates it computes
+
+    @property
+    def covered(self) -> list[int]:
+        return list(self.entries)
+
+    @property
+    def opcode(self) -> str:
+        return OPCODES[self.template]
+
+
+@dataclass
+class FusionPlan:
+    fused: list[FusedOp]
+    basic: list[Hop]  # HOPs computed by their own instruction
+
+
+def valid_entries(memo: MemoTable, h: Hop, templates: tuple[str, ...], cuts: Cuts,
+                  open_only: bool = False) -> list[MemoEntry]:
+    out = [e for e in memo.entries(h.id) if e.template in templates and not (open_only and e.closed)
+           and not any(r >= 0 and (h.id, r) in cuts for r in e.refs)]
+    return sorted(out, key=lambda e: (PREFERENCE[e.template], -e.nrefs, e.refs))
+
+
+def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts) -> dict[int, MemoEntry]:
+    """The HOPs a fused operator opened at ``root`` with ``entry`` covers: referenced groups are
+    fused with their best open entry of the same template (Row also absorbs Cell plans); a
+    reference whose group has no valid entry left under the cuts is read materialized."""
+    allowed = (entry.template, "cell") if entry.template == "row" else (entry.template,)
+    chosen: dict[int, MemoEntry] = {root.id: entry}
+    stack = [root]
+    while stack:
+        h = stack.pop()
+        e = chosen[h.id]
+        refs = list(e.refs)
+        for k, r in enumerate(refs):
+            if r < 0 or r in chosen:
+                continue
+            g = memo.hops[r]
+            cands = valid_entries(memo, g, allowed, cuts, open_only=True)
+            if not cands:
+                refs[k] = -1
+                continue
+            chosen[r] = cands[0]
+            stack.append(g)
+        if refs != list(e.refs):
+            chosen[h.id] = MemoEntry(e.template, tuple(refs), e.closed)
+    return chosen
+
+
+def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts) -> FusionPlan:
+    """``order``: the DAG's HOPs in topological order."""
+    need = {r.id for r in roots}
+    fused: list[FusedOp] = []
+    basic: list[Hop] = []
+    for h in reversed(order):
+        if h.id not in need:
+            continue
+        op = None
+        for e in valid_entries(memo, h, ("outer", "row", "cell"), cuts):
+            if e.nrefs == 0:
+                continue
+            cand = FusedOp(e.template, h, expand(memo, h, e, cuts))
+            if len(cand.entries) >= 2 and make_cplan(cand):
+                op = cand
+                break
+        if op is not None:
+            fused.append(op)
+            need.update(i.id for i in op.inputs)
+        else:
+            basic.append(h)
+            need.update(i.id for i in h.inputs)
+    return FusionPlan(fused, basic)
+
+
+# ----------------------------------------------------------------------------------- CPlans
+
+def _zero_safe(n: C.CNode, main: int, outer: bool) -> bool:
+    """f == 0 wherever the main input is 0, if every other operand is finite there."""
+    if n.op == "input":
+        return n.access == C.MAIN
+    if n.op == "literal":
+        return float(n.arg) == 0.0  # type: ignore[arg-type]
+    if n.op == "uv":
+        return False
+    ch = n.children
+    if n.op == "*":
+        return any(_zero_safe(c, main, outer) and all(_finite(o) or outer for o in ch if o is not c) for c in ch)
+    if n.op == "/":
+        return outer and _zero_safe(ch[0], main, outer)  # 0/0 is NaN: exact only under Outer's rule
+    if n.op == "&":
+        return _zero_safe(ch[0], main, outer) or _zero_safe(ch[1], main, outer)
+    if n.op in ("+", "-", "min", "max", "!=", "<", ">"):
+        return _zero_safe(ch[0], main, outer) and _zero_safe(ch[1], main, outer)
+    if n.op == "^":
+        return _zero_safe(ch[0], main, outer) and ch[1].op == "literal" and float(ch[1].arg) > 0  # type: ignore[arg-type]
+    if n.op in _ZERO_UNARY:
+        return _zero_safe(ch[0], main, outer)
+    if n.op == "ifelse":
+        return _zero_safe(ch[0], main, outer) and _zero_safe(ch[2], main, outer)
+    return False
+
+
+def _finite(n: C.CNode) -> bool:
+    if n.op in ("input", "literal"):
+        return n.op == "input" or abs(float(n.arg)) < float("inf")  # type: ignore[arg-type]
+    return n.op in _FINITE_OPS and all(_finite(c) for c in n.children)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def make_cplan(op: FusedOp) -> bool:
+    """Build ``op.plan`` and ``op.inputs``; False if the covered HOPs do not form a valid operator
+    of the template (no main input, no sparsity-exploiting driver for Outer, ...)."""
+    try:
+        if op.template == "cell":
+            _cell_cplan(op)
+        elif op.template == "row":
+            _row_cplan(op)
+        else:
+            _outer_cplan(op)
+    except _Unsupported:
+        op.plan = None
+        return False
+    return True
+
+
+class _Builder:
+    """Shared CNode construction: covered HOPs become operators, materialized inputs become input
+    nodes whose access the template decides by shape (``access(hop)``)."""
+
+    def __init__(self, op: FusedOp, access: Any):
+        self.op = op
+        self.b = C.CPlanBuilder()
+        self.access = access
+        self.pos: dict[int, int] = {}
+        self.inputs: list[Hop] = []
+        self.memo: dict[int, C.CNode] = {}
+
+    def input(self, h: Hop, access: str | None = None) -> C.CNode:
+        if h.is_literal:
+            v = h.value
+            if isinstance(v, bool) or isinstance(v, (int, float)):
+                return self.b.literal(float(v))
+            raise _Unsupported
+        if h.dt == SCALAR and h.vt == "string":
+            raise _Unsupported
+        acc = access or self.access(h)
+        key = h.id
+        if key not in self.pos:
+            self.pos[key] = len(self.inputs)
+            self.inputs.append(h)
+        return self.b.input(self.pos[key], acc)
+
+    def cell_op(self, h: Hop, children: list[C.CNode]) -> C.CNode:
+        if h.kind == "unary":
+            return self.b.op(h.op, children[0])
+        if h.kind in ("binary", "nary"):
+            return self.b.op(h.op, children[0], children[1])
+        if h.op == "ifelse":
+            return self.b.op("ifelse", *children)
+        raise _Unsupported
+
+
+def _covered_set(op: FusedOp) -> dict[int, Hop]:
+    hops: dict[int, Hop] = {}
+    stack = [op.root]
+    while stack:
+        h = stack.pop()
+        if h.id in hops:
+            continue
+        hops[h.id] = h
+        e = op.entries[h.id]
+        for k, r in enumerate(e.refs):
+            if r >= 0:
+                stack.append(fused_input(h, k))
+    return hops
+
+
+def _main_first(bld: _Builder, main: Hop) -> None:
+    """Make ``main`` input position 0 (the reference interpreter's convention)."""
+    if main.id not in bld.pos:
+        bld.pos[main.id] = len(bld.inputs)
+        bld.inputs.append(main)
+
+
+def _cell_cplan(op: FusedOp) -> None:
+    hops = _covered_set(op)
+    root = op.root
+    agg = agg_of(root)
+    expr_root = root.inputs[0] if agg is not None else root
+    if not expr_root.dims_known:
+        raise _Unsupported
+    n, m = expr_root.rows, expr_root.cols
+
+    def access(h: Hop) -> str:
+        if h.dt != MATRIX:
+            return C.SCALAR
+        if h.rows == n and h.cols == m:
+            return C.CELL
+        if h.rows == 1 and h.cols == 1:
+            return C.SCALAR
+        if h.rows == n and h.cols == 1:
+            return C.ROWVEC
+        if h.rows == 1 and h.cols == m:
+            return C.COLVEC
+        raise _Unsupported
+
+    bld = _Builder(op, access)
+    full = [h for h in _mat_inputs(op, hops) if h.dims_known and h.rows == n and h.cols == m]
+    if not full:
+        raise _Unsupported
+    # the main input: one that makes the expression sparse-safe, the sparsest such; else the first
+    memo_nodes: dict[int, C.CNode] = {}
+
+    def node(h: Hop, main: Hop) -> C.CNode:
+        if h.id in memo_nodes:
+            return memo_nodes[h.id]
+        if h.id in hops and not (h is root and agg is not None):
+            e = op.entries[h.id]
+            ch = [node(h.inputs[k], main) if r >= 0 else
+                  bld.input(h.inputs[k], C.MAIN if h.inputs[k] is main else None) for k, r in enumerate(e.refs)]
+            out = bld.cell_op(h, ch)
+        else:
+            out = bld.input(h, C.MAIN if h is main else None)
+        memo_nodes[h.id] = out
+        return out
+
+    best = None
+    for cand in sorted(full, key=lambda h: h.nnz if h.nnz >= 0 else n * m):
+        memo_nodes.clear()
+        bld.pos.clear()
+        bld.inputs.clear()
+        bld.b = C.CPlanBuilder()
+        _main_first(bld, cand)
+        if agg is not None:
+            r = op.entries[root.id].refs[0]
+            expr = node(expr_root, cand) if r >= 0 else bld.input(expr_root, C.MAIN)
+        else:
+            expr = node(root, cand)
+        safe = _zero_safe(expr, 0, outer=False)
+        if best is None or safe:
+            best = (expr, list(bld.inputs), safe)
+        if safe:
+            break
+    assert best is not None
+    expr, inputs, safe = best
+    ag, agg_op = agg if agg is not None else (C.NO_AGG, "sum")
+    op.plan = C.CPlan("cell", expr, ag, agg_op, sparse_safe=safe, ninputs=len(inputs))
+    op.inputs = inputs
+
+
+def _mat_inputs(op: FusedOp, hops: dict[int, Hop]) -> list[Hop]:
+    out: list[Hop] = []
+    for h in hops.values():
+        e = op.entries[h.id]
+        for k, r in enumerate(e.refs):
+            i = fused_input(h, k)
+            if r < 0 and i.dt == MATRIX and i not in out:
+                out.append(i)
+    return out
+
+
+def _row_cplan(op: FusedOp) -> None:
+    hops = _covered_set(op)
+    root = op.root
+    nrows = (root.inputs[0].inputs[0].rows if is_matmult(root) and is_transpose(root.inputs[0])
+             else root.inputs[0].rows if root.kind == "agg_unary" and root.op in ("colSums", "sum") else root.rows)
+    mats = [h for h in _mat_inputs(op, hops) if h.dims_known and h.rows == nrows]
+    # vecmat's right operands are read whole, never as rows
+    sides = {fused_input(h, 1).id for h in hops.values() if is_matmult(h) and not is_transpose(h.inputs[0])}
+    cands = [h for h in mats if h.id not in sides]
+    if not cands or nrows <= 1:
+        raise _Unsupported
+    main = max(cands, key=lambda h: (h.cols, -cands.index(h)))
+
+    def access(h: Hop) -> str:
+        if h.dt != MATRIX:
+            return C.SCALAR
+        if h.rows == 1 and h.cols == 1:
+            return C.SCALAR
+        if h.rows == nrows:
+            return C.ROWVEC if h.cols == 1 else C.CELL
+        if h.rows == 1:
+            return C.COLVEC
+        raise _Unsupported
+
+    bld = _Builder(op, access)
+    _main_first(bld, main)
+    memo_nodes: dict[int, C.CNode] = {}
+
+    def leaf(h: Hop) -> C.CNode:
+        if h is main:
+            return bld.input(h, C.MAIN)
+        return bld.input(h)
+
+    def node(h: Hop) -> C.CNode:
+        if h.id in memo_nodes:
+            return memo_nodes[h.id]
+        if h.id not in hops:
+            return leaf(h)
+        e = op.entries[h.id]
+        ch = [node(fused_input(h, k)) if r >= 0 else None for k, r in enumerate(e.refs)]
+        if is_cellwise(h):
+            out = bld.cell_op(h, [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)])
+        elif h.kind == "agg_unary" and h.op in ("rowSums", "rowMins", "rowMaxs"):
+            out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
+        elif is_matmult(h) and not is_transpose(h.inputs[0]):
+            left = ch[0] if ch[0] is not None else leaf(h.inputs[0])
+            out = bld.b.op("vecmat", left, bld.input(h.inputs[1], C.MATRIX))
+        else:
+            raise _Unsupported
+        memo_nodes[h.id] = out
+        return out
+
+    agg, root2 = C.NO_AGG, None
+    if is_matmult(root) and is_transpose(root.inputs[0]):
+        p, q = root.inputs[0].inputs[0], root.inputs[1]
+        pn, qn = node(p), node(q)
+        if p.cols == 1:
+            agg, expr = C.COL_AGG, bld.b.op("*", pn, qn)
+        elif q.cols == 1:
+            agg, expr = C.COL_AGG_T, bld.b.op("*", pn, qn)
+        else:
+            agg, expr, root2 = C.COL_AGG_B1_T, pn, qn
+    elif root.kind == "agg_unary" and root.op in ("colSums", "sum"):
+        agg, expr = (C.COL_AGG if root.op == "colSums" else C.FULL_AGG), node(root.inputs[0])
+    else:
+        expr = node(root)
+    inputs = bld.inputs
+    op.plan = C.CPlan("row", expr, agg, "sum", sparse_safe=False, ninputs=len(inputs), root2=root2)
+    op.inputs = inputs
+
+
+def _outer_cplan(op: FusedOp) -> None:
+    hops = _covered_set(op)
+    root = op.root
+    outers = [h for h in hops.values() if outer_like(h)]
+    if len(outers) != 1:
+        raise _Unsupported
+    uvh = outers[0]
+    n, m = uvh.rows, uvh.cols
+    u_hop, v_hop = uvh.inputs[0], uvh.inputs[1].inputs[0]
+
+    def access(h: Hop) -> str:
+        if h.dt != MATRIX or (h.rows == 1 and h.cols == 1):
+            return C.SCALAR
+        if h.rows == n and h.cols == m:
+            return C.CELL
+        if h.rows == n and h.cols == 1:
+            return C.ROWVEC
+        if h.rows == 1 and h.cols == m:
+            return C.COLVEC
+        raise _Unsupported
+
+    agg, mm_hop = C.NO_AGG, None
+    if root.kind == "agg_unary":
+        agg, expr_root = C.FULL_AGG, root.inputs[0]
+    elif is_matmult(root) and root is not uvh:
+        mm_hop = root.inputs[1]
+        if is_transpose(root.inputs[0]):
+            agg, expr_root = C.LEFT_MM, root.inputs[0].inputs[0]
+        else:
+            agg, expr_root = C.RIGHT_MM, root.inputs[0]
+    else:
+        expr_root = root
+    full = [h for h in _mat_inputs(op, hops) if h.dims_known and h.rows == n and h.cols == m
+            and h is not mm_hop]
+    if not full:
+        raise _Unsupported
+    bld = _Builder(op, access)
+    best = None
+    for cand in sorted(full, key=lambda h: h.nnz if h.nnz >= 0 else n * m):
+        bld.pos.clear()
+        bld.inputs.clear()
+        bld.b = C.CPlanBuilder()
+        _main_first(bld, cand)
+        memo_nodes: dict[int, C.CNode] = {}
+
+        def node(h: Hop, cand: Hop = cand, memo_nodes: dict[int, C.CNode] = memo_nodes) -> C.CNode:
+            if h.id in memo_nodes:
+                return memo_nodes[h.id]
+            if h is uvh:
+                out = bld.b.uv(bld.input(u_hop, C.OUTER_U), bld.input(v_hop, C.OUTER_V))
+            elif h.id in hops and is_cellwise(h):
+                e = op.entries[h.id]
+                out = bld.cell_op(h, [node(h.inputs[k]) if r >= 0 else
+                                      bld.input(h.inputs[k], C.MAIN if h.inputs[k] is cand else None)
+                                      for k, r in enumerate(e.refs)])
+            else:
+                out = bld.input(h, C.MAIN if h is cand else None)
+            memo_nodes[h.id] = out
+            return out
+
+        expr = node(expr_root)
+        if _zero_safe(expr, 0, outer=True):
+            mm = -1
+            if mm_hop is not None:
+                if mm_hop.id not in bld.pos:
+                    bld.pos[mm_hop.id] = len(bld.inputs)
+                    bld.inputs.append(mm_hop)
+                mm = bld.pos[mm_hop.id]
+            best = (expr, list(bld.inputs), mm)
+            break
+    if best is None:
+        raise _Unsupported
+    expr, inputs, mm = best
+    op.plan = C.CPlan("outer", expr, agg, "sum", sparse_safe=True, ninputs=len(inputs), mm=mm)
+    op.inputs = inputs

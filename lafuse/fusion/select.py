@@ -1,0 +1,243 @@
+"""Plan selection: interchangeable strategies that turn a memo table into a plan assignment.
+
+An assignment is a set of cuts (materialized data dependencies, see
+:mod:`lafuse.fusion.construct`). Fuse-all cuts nothing (maximal fusion, redundant compute on
+shared intermediates); fuse-no-redundancy cuts every reference to an intermediate with several
+consumers; the cost-based selector (paper 000 sec. 4, MPSkipEnum) partitions the plans, collects
+interesting points per partition (materialization-point consumers and template switches) and
+enumerates their assignments, fuse-all first, with cost-based skipping (a lower bound of static
+and materialization costs against the best plan so far) and structural skipping (a point whose
+materialization splits the remaining points into independent halves is enumerated per half).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lafuse.cost.fused import basic_cost, fused_cost
+from lafuse.cost.operators import meta
+from lafuse.cost.profile import HardwareProfile
+from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
+from lafuse.fusion.memo import MemoTable
+from lafuse.hops.hop import Hop
+
+MAX_POINTS_EXHAUSTIVE = 16  # interesting points per partition enumerated (2^16 plans) before a greedy pass
+
+
+@dataclass
+class SelectStats:
+    partitions: int = 0
+    points: int = 0
+    plans_total: int = 0  # 2^|M'| summed over partitions
+    plans_evaluated: int = 0
+    pruned_cost: int = 0
+    pruned_structural: int = 0
+
+
+@dataclass
+class Context:
+    memo: MemoTable
+    roots: list[Hop]
+    order: list[Hop]
+    prof: HardwareProfile
+    stats: SelectStats = field(default_factory=SelectStats)
+
+
+class Selector:
+    name = ""
+
+    def select(self, ctx: Context) -> Cuts:
+        raise NotImplementedError
+
+
+class FuseAll(Selector):
+    name = "fuse-all"
+
+    def select(self, ctx: Context) -> Cuts:
+        return frozenset()
+
+
+def _refs(memo: MemoTable) -> set[tuple[int, int]]:
+    return {(hid, r) for hid, es in memo.groups.items() for e in es for r in e.refs if r >= 0}
+
+
+class FuseNoRedundancy(Selector):
+    name = "fuse-no-redundancy"
+
+    def select(self, ctx: Context) -> Cuts:
+        m = ctx.memo
+        return frozenset((c, g) for c, g in _refs(m) if len({x.id for x in m.consumers.get(g, [])}) > 1)
+
+
+# ----------------------------------------------------------------------------- cost-based
+
+def partitions(memo: MemoTable) -> list[set[int]]:
+    """Connected components of the fusion references (nodes of separate partitions never fuse)."""
+    parent: dict[int, int] = {h: h for h in memo.groups}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for c, g in _refs(memo):
+        parent.setdefault(g, g)
+        parent[find(c)] = find(g)
+    comps: dict[int, set[int]] = {}
+    for h in parent:
+        comps.setdefault(find(h), set()).add(h)
+    return sorted(comps.values(), key=min)
+
+
+def interesting_points(memo: MemoTable, part: set[int]) -> list[tuple[int, int]]:
+    """Materialization-point consumers (a reference to a HOP with several consumers), and template
+    switches (a reference into a group with templates its consumer does not have)."""
+    pts = []
+    for c, g in sorted(_refs(memo)):
+        if c not in part:
+            continue
+        multi = len({x.id for x in memo.consumers.get(g, [])}) > 1
+        switch = bool(memo.templates_of(g) - memo.templates_of(c))
+        if multi or switch:
+            pts.append((c, g))
+    return pts
+
+
+def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: float = float("inf")) -> float:
+    total = 0.0
+    for op in plan.fused:
+        if op.root.id in part:
+            assert op.plan is not None
+            total += fused_cost(op.plan, op.inputs, op.root, prof)
+            if total >= bound:
+                return total
+    for h in plan.basic:
+        if h.id in part:
+            total += basic_cost(h, prof)
+    return total
+
+
+class CostBased(Selector):
+    name = "cost"
+
+    def select(self, ctx: Context) -> Cuts:
+        cuts: set[tuple[int, int]] = set()
+        for part in partitions(ctx.memo):
+            pts = interesting_points(ctx.memo, part)
+            ctx.stats.partitions += 1
+            ctx.stats.points += len(pts)
+            ctx.stats.plans_total += 2 ** len(pts)
+            best = self._enumerate(ctx, part, pts, frozenset(cuts))
+            cuts |= best
+        return frozenset(cuts)
+
+    def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> tuple[float, dict[int, float]]:
+        """Static costs (read the partition's inputs once, write its roots) and the per-target
+        materialization cost (one write and one read) of each interesting point's target."""
+        prof, memo = ctx.prof, ctx.memo
+        inputs = {i.id: i for h in part for i in memo.hops[h].inputs if i.id not in part}
+        roots = [memo.hops[h] for h in part if any(c.id not in part for c in memo.consumers.get(h, []))
+                 or memo.hops[h] in ctx.roots or not memo.consumers.get(h)]
+        static = sum(meta(i).bytes for i in inputs.values() if i.dt == "matrix") / prof.mem_read_bw
+        static += sum(meta(r).bytes for r in roots if r.dt == "matrix") / prof.mem_write_bw
+        mp = {g: meta(memo.hops[g]).bytes * (1 / prof.mem_write_bw + 1 / prof.mem_read_bw) for _, g in pts}
+        return static, mp
+
+    def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
+        n = len(pts)
+        if n > MAX_POINTS_EXHAUSTIVE:  # greedy: fuse-all, then each point alone
+            return self._greedy(ctx, part, pts, fixed)
+        static, mp = self._lower_bound(ctx, part, pts)
+        return self._skip_enum(ctx, part, pts, fixed, static, mp)
+
+    def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
+        ctx.stats.plans_evaluated += 1
+        return plan_cost(build_plan(ctx.memo, ctx.roots, ctx.order, cuts), part, ctx.prof, bound)
+
+    def _skip_enum(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
+                   static: float, mp: dict[int, float]) -> Cuts:
+        """MPSkipEnum (Alg. 2): the linearized space from all-false (fuse-all) upwards; bit i of the
+        assignment is point i, most significant first, so a plan's successors up to the next flip
+        of its last true bit only add materializations and can be skipped together."""
+        n = len(pts)
+        best_cuts: Cuts = fixed
+        best = float("inf")
+        cut_point = self._cut_point(ctx, pts) if n >= 4 else None
+        j = 0
+        while j < 2 ** n:
+            q = [(j >> (n - 1 - i)) & 1 for i in range(n)]
+            chosen = frozenset(pts[i] for i in range(n) if q[i])
+            if cut_point is not None and q[cut_point[0]] and not any(q[cut_point[0] + 1:]):
+                # structural: with the cut point materialized, the points after it fall apart into
+                # independent halves: enumerate each half on its own and skip their product
+                sub = self._independent(ctx, part, pts, cut_point, fixed | chosen, static, mp)
+                span = 2 ** (n - 1 - cut_point[0])
+                ctx.stats.pruned_structural += max(span - 1, 0)
+                c = self._cost(ctx, part, fixed | sub, best)
+                if c < best:
+                    best, best_cuts = c, fixed | sub
+                j += span
+                continue
+            lb = static + sum(mp[g] for g in {g for _, g in chosen})
+            if lb >= best:
+                last = max(i for i in range(n) if q[i])
+                skip = 2 ** (n - 1 - last)
+                ctx.stats.pruned_cost += skip
+                j += skip
+                continue
+            c = self._cost(ctx, part, fixed | chosen, best)
+            if c < best:
+                best, best_cuts = c, fixed | chosen
+            j += 1
+        return best_cuts
+
+    def _cut_point(self, ctx: Context, pts: list[tuple[int, int]]) -> tuple[int, list[int], list[int]] | None:
+        """A point (index i) whose targets split the later points into two non-empty sets S1, S2 of
+        points that do not reach each other through fusion references (paper 000 Eq. 5 picks the
+        best-balanced such cut)."""
+        memo = ctx.memo
+        reach: dict[int, set[int]] = {}
+
+        def below(h: int) -> set[int]:
+            if h not in reach:
+                out = {h}
+                for e in memo.groups.get(h, []):
+                    for r in e.refs:
+                        if r >= 0:
+                            out |= below(r)
+                reach[h] = out
+            return reach[h]
+
+        best = None
+        for i, (_, g) in enumerate(pts):
+            rest = [k for k in range(i + 1, len(pts))]
+            s1 = [k for k in rest if g in below(pts[k][0])]
+            s2 = [k for k in rest if k not in s1 and not (below(pts[k][0]) & below(g))]
+            if s1 and s2 and len(s1) + len(s2) == len(rest):
+                score = abs(len(s1) - len(s2))
+                if best is None or score < best[0]:
+                    best = (score, i, s1, s2)
+        return None if best is None else (best[1], best[2], best[3])
+
+    def _independent(self, ctx: Context, part: set[int], pts: list[tuple[int, int]],
+                     cut: tuple[int, list[int], list[int]], base: Cuts, static: float,
+                     mp: dict[int, float]) -> Cuts:
+        out = set(base)
+        for sub in (cut[1], cut[2]):
+            out |= self._skip_enum(ctx, part, [pts[k] for k in sub], frozenset(out), static, mp)
+        return frozenset(out)
+
+    def _greedy(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
+        cuts = set(fixed)
+        best = self._cost(ctx, part, frozenset(cuts), float("inf"))
+        for p in pts:
+            c = self._cost(ctx, part, frozenset(cuts | {p}), best)
+            if c < best:
+                best = c
+                cuts.add(p)
+        return frozenset(cuts)
+
+
+SELECTORS: dict[str, type[Selector]] = {"fuse-all": FuseAll, "fuse-no-redundancy": FuseNoRedundancy,
+                                        "cost": CostBased}

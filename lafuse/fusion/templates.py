@@ -1,0 +1,202 @@
+"""Fusion templates with the open-fuse-merge-close (OFMC) protocol (paper 000 sec. 3.2).
+
+Each template answers four local questions about a HOP and one of its inputs; the exploration
+(:mod:`lafuse.fusion.memo`) stays template-oblivious. The conditions are deliberately about shapes
+and operator kinds only: whether a fused operator pays off is the plan selector's question.
+
+* Cell: cell-wise unary/binary/ternary operators over one iteration space, closed by a full,
+  row or column aggregate (sum, min, max).
+* Row: opened by a matrix-vector(-like) product ``X %*% B``, a ``t(P) %*% Q`` over shared rows or
+  a row aggregate; fuses cell-wise operators over the same rows and merges Cell plans; closed by
+  column or full aggregates (colSums, sum, ``t(P) %*% Q``).
+* Outer: opened by an outer-product-like ``U %*% t(V)`` (small rank); fuses cell-wise operators
+  over the n x m result, closed by ``sum`` or a product with a factor-sized matrix. Its validity
+  (a sparsity-exploiting multiply by the sparse driver) is checked when the CPlan is built.
+* MAgg is not explored: full aggregates of selected Cell operators over the same iteration space
+  are combined after selection (:func:`lafuse.fusion.construct.combine_multi_aggregates`).
+"""
+
+from __future__ import annotations
+
+from lafuse.fusion import cplan as C
+from lafuse.hops.hop import MATRIX, Hop
+
+OPEN, CLOSED_VALID, CLOSED_INVALID = 0, 1, -1
+
+CELL_UNARY = set(C.UNARY)
+CELL_BINARY = set(C.BINARY) - {"min", "max"}  # min/max arrive as nary HOPs
+# (kind, op) of aggregates and the CPlan aggregation they become
+CELL_AGGS = {"sum": (C.FULL_AGG, "sum"), "min": (C.FULL_AGG, "min"), "max": (C.FULL_AGG, "max"),
+             "rowSums": (C.ROW_AGG, "sum"), "rowMins": (C.ROW_AGG, "min"), "rowMaxs": (C.ROW_AGG, "max"),
+             "colSums": (C.COL_AGG, "sum"), "colMins": (C.COL_AGG, "min"), "colMaxs": (C.COL_AGG, "max")}
+ROW_AGGS = ("rowSums", "rowMins", "rowMaxs")
+ROW_MAX_SIDE_CELLS = 4_000_000  # cells of a side matrix B that X %*% B reads whole per row (32 MB)
+ROW_MAX_SIDE_COLS = 1024  # columns of B: the per-row result vector lives in a thread-local buffer
+OUTER_MAX_RANK = 1024  # inner dimension of U %*% t(V) for a sparsity-exploiting outer product
+
+
+def is_cellwise(h: Hop) -> bool:
+    """A matrix-valued cell-wise operator (vector and scalar operands broadcast)."""
+    if h.dt != MATRIX:
+        return False
+    if h.kind == "unary":
+        return h.op in CELL_UNARY and len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
+    if h.kind == "binary":
+        return h.op in CELL_BINARY and len(h.inputs) == 2 and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
+    if h.kind == "nary":
+        return h.op in ("min", "max") and len(h.inputs) == 2 and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
+    if h.kind == "ternary":
+        return h.op == "ifelse" and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
+    return False
+
+
+def agg_of(h: Hop) -> tuple[str, str] | None:
+    if h.kind == "agg_unary" and h.op in CELL_AGGS and len(h.inputs) == 1 and h.inputs[0].dt == MATRIX:
+        return CELL_AGGS[h.op]
+    return None
+
+
+def is_transpose(h: Hop) -> bool:
+    return h.kind == "reorg" and h.op == "t" and len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
+
+
+def is_matmult(h: Hop) -> bool:
+    return h.kind == "matmult" and h.op == "%*%" and len(h.inputs) == 2
+
+
+def same_dims(a: Hop, b: Hop) -> bool:
+    return a.dims_known and b.dims_known and a.rows == b.rows and a.cols == b.cols
+
+
+def fused_input(h: Hop, k: int) -> Hop:
+    """The HOP a memo reference from input ``k`` of ``h`` points to: through a transpose for the
+    ``t(P) %*% Q`` products of Row and Outer (the transpose is part of the fused operator)."""
+    i = h.inputs[k]
+    if is_matmult(h) and k == 0 and is_transpose(i):
+        return i.inputs[0]
+    return i
+
+
+class Template:
+    """open(h): a fused operator may start at h; fuse(h, inp): an open plan at input inp may be
+    extended to its consumer h; merge(h, inp): a plan of this template at h may absorb the (other
+    template's) open plan at inp; close(h): OPEN, CLOSED_VALID or CLOSED_INVALID after h."""
+
+    name = ""
+
+    def open(self, h: Hop) -> bool:
+        raise NotImplementedError
+
+    def fuse(self, h: Hop, inp: Hop) -> bool:
+        raise NotImplementedError
+
+    def merge(self, h: Hop, inp: Hop) -> bool:
+        return False
+
+    def close(self, h: Hop) -> int:
+        raise NotImplementedError
+
+
+class CellTemplate(Template):
+    name = "cell"
+
+    def open(self, h: Hop) -> bool:
+        return is_cellwise(h) and h.dims_known
+
+    def fuse(self, h: Hop, inp: Hop) -> bool:
+        # the fused input must span the whole iteration space (a broadcast vector stays a side input)
+        if is_cellwise(h):
+            return inp.dt == MATRIX and same_dims(h, inp)
+        return agg_of(h) is not None and inp.dims_known
+
+    def merge(self, h: Hop, inp: Hop) -> bool:
+        return self.fuse(h, inp)
+
+    def close(self, h: Hop) -> int:
+        return CLOSED_VALID if agg_of(h) is not None else OPEN
+
+
+def _small_side(b: Hop) -> bool:
+    return b.dims_known and b.cols <= ROW_MAX_SIDE_COLS and b.rows * b.cols <= ROW_MAX_SIDE_CELLS
+
+
+def _tsmm_like(h: Hop) -> bool:
+    """``t(P) %*% Q`` with P and Q over the same rows: a column aggregate of row-wise outer products."""
+    if not (is_matmult(h) and is_transpose(h.inputs[0])):
+        return False
+    p, q = h.inputs[0].inputs[0], h.inputs[1]
+    return p.dims_known and q.dims_known and p.rows == q.rows and p.rows > 1 and q.cols <= ROW_MAX_SIDE_COLS \
+        and p.cols <= ROW_MAX_SIDE_CELLS // max(q.cols, 1)
+
+
+class RowTemplate(Template):
+    name = "row"
+
+    def open(self, h: Hop) -> bool:
+        if is_matmult(h):
+            a, b = h.inputs
+            return _tsmm_like(h) or (not is_transpose(a) and a.dims_known and a.rows > 1 and a.cols > 1
+                                     and _small_side(b) and b.cols < a.cols)
+        if h.kind == "agg_unary" and h.op in ROW_AGGS:
+            return h.inputs[0].dims_known and h.inputs[0].cols > 1
+        return False
+
+    def fuse(self, h: Hop, inp: Hop) -> bool:
+        if not inp.dims_known or inp.rows <= 1:
+            return False
+        if is_cellwise(h):
+            return h.dims_known and h.rows == inp.rows and inp.dt == MATRIX
+        if h.kind == "agg_unary":
+            return h.op in ROW_AGGS or h.op in ("colSums", "sum")
+        if is_matmult(h):
+            if _tsmm_like(h):
+                return True
+            return h.inputs[0] is inp and _small_side(h.inputs[1])
+        return False
+
+    def merge(self, h: Hop, inp: Hop) -> bool:
+        # a Cell plan over the same rows becomes row-vector operations (paper 000 sec. 3.2)
+        return is_cellwise(inp) and inp.dims_known and inp.rows > 1 and self.fuse(h, inp)
+
+    def close(self, h: Hop) -> int:
+        if _tsmm_like(h) or (h.kind == "agg_unary" and h.op in ("colSums", "sum")):
+            return CLOSED_VALID
+        return OPEN
+
+
+def outer_like(h: Hop) -> bool:
+    if not (is_matmult(h) and is_transpose(h.inputs[1])):
+        return False
+    u, v = h.inputs[0], h.inputs[1].inputs[0]
+    return u.dims_known and v.dims_known and u.cols == v.cols and u.cols <= OUTER_MAX_RANK \
+        and u.rows > 1 and v.rows > 1 and u.cols < min(u.rows, v.rows)
+
+
+class OuterTemplate(Template):
+    name = "outer"
+
+    def open(self, h: Hop) -> bool:
+        return outer_like(h)
+
+    def fuse(self, h: Hop, inp: Hop) -> bool:
+        if is_cellwise(h):
+            return same_dims(h, inp)
+        if h.kind == "agg_unary":
+            return h.op == "sum"
+        if is_matmult(h) and not outer_like(h):
+            a, b = h.inputs
+            if a is inp:  # W %*% mm  (right mm)
+                return b.dims_known and b.rows == inp.cols and b.cols <= OUTER_MAX_RANK
+            if is_transpose(a) and a.inputs[0] is inp:  # t(W) %*% mm  (left mm)
+                return b.dims_known and b.rows == inp.rows and b.cols <= OUTER_MAX_RANK
+        return False
+
+    def close(self, h: Hop) -> int:
+        if h.kind == "agg_unary" or is_matmult(h) and not outer_like(h):
+            return CLOSED_VALID
+        return OPEN
+
+
+# exploration order is the preference order of the heuristics: sparsity-exploiting first
+TEMPLATES: tuple[Template, ...] = (OuterTemplate(), RowTemplate(), CellTemplate())
+BY_NAME = {t.name: t for t in TEMPLATES}
