@@ -15,7 +15,7 @@ from typing import Any
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLStop
 
-EXPLAIN_LEVELS = ("hops", "runtime", "cost", "recompile_hops", "recompile_runtime")
+EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,12 +38,17 @@ def _parser() -> argparse.ArgumentParser:
                        help="leave lafuse's own builtin library off the search path (e.g. to run "
                             "SystemDS's scripts/builtin unmodified via --builtins)")
         r.add_argument("--no-rewrites", action="store_true", help="switch off HOP rewrites")
+        r.add_argument("--codegen", action=argparse.BooleanOptionalAction, default=None,
+                       help="operator fusion with generated Numba kernels (default: on)")
+        r.add_argument("--fusion", choices=("cost", "fuse-all", "fuse-no-redundancy"),
+                       help="fusion plan selection (default: cost)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "explain":
             r.add_argument("--until", default="rewritten",
-                           choices=("parsed", "hops", "rewritten", "runtime", "cost"),
+                           choices=("parsed", "hops", "rewritten", "fused", "codegen", "runtime", "cost"),
                            help="stage to print: parsed (AST), hops (as built, before rewrites), "
-                                "rewritten (after rewrites and size propagation), runtime (instructions), "
+                                "rewritten (after rewrites and size propagation), fused (after operator "
+                                "fusion), codegen (CPlans and generated kernel source), runtime (instructions), "
                                 "cost (instructions with # C=[io, compute] estimates and block totals)")
     c = sub.add_parser("calibrate", help="measure this machine's rates for the cost model and save them")
     c.add_argument("--quick", action="store_true", help="a faster, less accurate measurement (about 1-3 s)")
@@ -84,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         builtin_dirs=tuple(cfg.builtin_dirs) + tuple(os.path.abspath(d) for d in ns.builtins),
         rewrites=cfg.rewrites and not ns.no_rewrites,
         lafuse_builtins=cfg.lafuse_builtins and not ns.no_lafuse_builtins,
+        codegen=cfg.codegen if ns.codegen is None else ns.codegen,
+        fusion=ns.fusion or cfg.fusion,
     )
     if ns.cmd == "explain":
-        cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost") else "hops")
+        cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost", "fused", "codegen") else "hops")
         if ns.until == "hops":
             cfg = cfg.with_(rewrites=False)
     if ns.inline is None and ns.script is None:
@@ -155,7 +162,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         return 0
     prog = comp.compile_text(text, path)
     sources.update(prog.sources)
-    if cfg.explain in ("hops", "runtime"):
+    if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program
 
         print(explain_program(prog, cfg.explain, comp), flush=True)
@@ -177,6 +184,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     finally:
         if stats is not None:
             stats.exec_time = time.perf_counter() - t0
+            stats.fusion = comp.fusion_stats
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
     return 0

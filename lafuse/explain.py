@@ -61,6 +61,11 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
             out.append(f"{pad}GENERIC ({b.lines}) [recompile={str(b.requires_recompile).lower()}]")
             if mode == "hops":
                 out += [f"{pad}--{hop_line(h)}" for h in b.dag.hops()]
+            elif mode == "fused":
+                out += [f"{pad}--{hop_line(h)}{_cplan_note(h)}" for h in _fused(b.dag, compiler, b.weight).hops()]
+            elif mode == "codegen":
+                plan = compiler.lower_dag(b.dag, b.weight)
+                out += [f"{pad}--" + ln for ln in explain_codegen(plan).splitlines()]
             else:
                 plan = b.plan if b.plan is not None else compiler.lower_dag(b.dag)
                 out += [f"{pad}--" + ln for ln in explain_plan(plan, None, "").splitlines()]
@@ -85,15 +90,49 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
     return out
 
 
+def _fused(dag: Dag, compiler: Any, weight: float = 1.0) -> Dag:
+    from lafuse import fusion
+
+    if not compiler.cfg.codegen:
+        return dag
+    return fusion.optimize(dag, compiler.cfg, weight=weight)[0]
+
+
+def _cplan_note(h: Hop) -> str:
+    p = h.params.get("cplan") if h.kind == "spoof" else None
+    if p is None:
+        return ""
+    roots = p.roots if p.template == "magg" else p.all_roots()
+    aggs = ",".join(p.agg_ops) if p.template == "magg" else p.agg_op
+    return f" {{{p.template} {p.agg}:{aggs} sparse_safe={p.sparse_safe} {' | '.join(map(repr, roots))}}}"
+
+
+def explain_codegen(plan: Any) -> str:
+    """The CPlans of the fused instructions of a lowered plan and their generated source."""
+    lines = []
+    for ins in plan.instructions:
+        if ins.hop.kind != "spoof":
+            continue
+        lines.append(f"{ins.render()}{_cplan_note(ins.hop)}")
+        fused = getattr(ins.fn, "fused", None)
+        src = getattr(fused, "source", None)
+        if src:
+            lines += [f"  {i:>4}  {ln}" for i, ln in enumerate(src.splitlines(), 1)]
+        else:
+            lines.append("  (reference interpreter: no generated source)")
+    return "\n".join(lines) if lines else "(no fused operators)"
+
+
 def _pred(d: Dag, depth: int, mode: str, compiler: Any) -> list[str]:
     pad = "--" * depth
-    if mode == "hops":
+    if mode in ("hops", "fused", "codegen"):
         return [f"{pad}{hop_line(h)}" for h in d.hops()]
     return [f"{pad}" + ln for ln in explain_plan(compiler.lower_dag(d), None, "").splitlines()]
 
 
 def explain_program(prog: Program, mode: str, compiler: Any) -> str:
-    """``mode`` is "hops" or "runtime"."""
+    """``mode`` is "hops", "fused" (the HOP DAGs after fusion), "codegen" (fused operators' CPlans
+    and generated source) or "runtime"."""
     lines = ["PROGRAM", "--MAIN PROGRAM"]
     lines += _blocks(prog.blocks, 2, mode, compiler)
     for key in sorted(prog.functions):

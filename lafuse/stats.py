@@ -25,6 +25,7 @@ class Stats:
     estimated_total: float | None = None  # whole-program estimate made before running (if any)
     estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
+    fusion: Any = None  # lafuse.fusion.FusionStats of the run (codegen on)
 
     def record(self, opcode: str, seconds: float, est: float = 0.0) -> None:
         self.op_time[opcode] = self.op_time.get(opcode, 0.0) + seconds
@@ -76,4 +77,28 @@ class Stats:
             guess = "" if self.estimate_exact else ", rests on guessed sizes"
             lines.append(f"Estimated execution time (cost model, before running): {self.estimated_total:.3f} sec. "
                          f"(estimate/measured {ratio}{guess})")
+        lines += self._codegen_lines()
         return "\n".join(lines)
+
+    def _codegen_lines(self) -> list[str]:
+        """Paper 000 Table 3 and Figure 12: optimizer and compilation effort of operator fusion."""
+        f = self.fusion
+        if f is None:
+            return []
+        s = f.select
+        out = [f"Codegen: DAGs optimized {f.dags}, fused operators {f.fused_ops} (CPlans {f.cplans}), "
+               f"memo entries {f.memo_entries} (pruned {f.memo_pruned}), optimizer time {f.time:.3f} sec.",
+               f"Codegen plans: partitions {s.partitions}, interesting points {s.points}, plans "
+               f"{s.plans_total} total, {s.plans_evaluated} evaluated, {s.pruned_cost} skipped by cost, "
+               f"{s.pruned_structural} skipped by structure; {f.unfused_by_compile_cost} operators left "
+               f"unfused because compilation would not pay off"]
+        try:
+            from lafuse import codegen
+
+            c = codegen.cache_stats()
+        except (ImportError, AttributeError):
+            return out
+        out.append(f"Codegen kernels: compiled {c.get('compiled', 0)} ({c.get('compile_time_cold', 0.0):.3f} sec.), "
+                   f"disk cache hits {c.get('disk_hits', 0)} ({c.get('compile_time_warm', 0.0):.3f} sec.), "
+                   f"memory cache hits {c.get('mem_hits', 0)}")
+        return out
