@@ -104,15 +104,20 @@ class Compiler:
         for h in dag.hops():
             sizes.infer(h, known)
 
-    def lower_dag(self, dag: Dag, weight: float = 1.0) -> Plan:
+    def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
         """Fusion (when codegen is on) rewrites a copy of the DAG right before lowering, so it sees
-        the sizes of the static compile or of the current dynamic recompilation."""
+        the sizes of the static compile or of the current dynamic recompilation; ``st`` (the symbol
+        table when the runtime lowers a block) gives it the non-zeros of the variables read."""
         if self.cfg.codegen:
             from lafuse import fusion
+            from lafuse.runtime.values import is_matrix, nnz
 
             if self.fusion_stats is None:
                 self.fusion_stats = fusion.FusionStats()
-            dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight)
+            hints = None
+            if st is not None:
+                hints = {n: float(nnz(st[n])) for n in dag.reads() if n in st and is_matrix(st[n])}
+            dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
         return lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
 
     # ------------------------------------------------------------ functions

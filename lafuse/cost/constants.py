@@ -25,6 +25,7 @@ DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style do
 DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
 DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
 DEFAULT_CODEGEN_COMPILE_TIME = 0.5  # s, compiling one generated kernel (issue #5)
+FUSED_OP_RATE = 2.0e9  # simple operations/s inside a generated kernel (operands in registers, all threads)
 CODEGEN_WARM_LOAD_TIME = 0.01  # s, loading a kernel from the on-disk plan cache (Numba's cache)
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
 

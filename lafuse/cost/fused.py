@@ -17,11 +17,11 @@ from lafuse.fusion import cplan as C
 from lafuse.hops.hop import Hop
 
 
-def basic_cost(h: Hop, prof: HardwareProfile) -> float:
+def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = None) -> float:
     if h.kind in ("literal", "data") or h.op in ("tread", "twrite"):
         return 0.0
     try:
-        return instruction_cost(h.op, h, prof).compute
+        return instruction_cost(h.op, h, prof, hints=hints).compute
     except Exception:  # an operator the instruction model does not know: its dispatch only
         return prof.matrix_op_overhead
 
@@ -52,9 +52,10 @@ def _nodes(plan: C.CPlan) -> list[C.CNode]:
     return list(seen.values())
 
 
-def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: HardwareProfile) -> float:
+def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: HardwareProfile,
+               hints: dict[str, float] | None = None) -> float:
     """Seconds one execution of the fused operator is expected to take (without compilation)."""
-    metas = [meta(h) for h in inputs]
+    metas = [meta(h, hints) for h in inputs]
     main_pos = next((int(n.arg) for n in _nodes(plan) if n.op == "input" and n.access == C.MAIN), 0)  # type: ignore[call-overload]
     main = metas[main_pos]
     density = min(1.0, main.nz / main.cells) if main.matrix and main.cells > 0 else 1.0
@@ -85,14 +86,14 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
             ops += _weight(n.op)
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
-        compute = cells * ops / prof.elementwise_rate + cells * flops / prof.blas_flops * 4.0
+        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / prof.blas_flops * 4.0
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
-        compute = cells * ops / prof.elementwise_rate + cells * flops / (prof.blas_flops / 4.0)
+        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / (prof.blas_flops / 4.0)
     if exploit and main.sparse:
         compute += main.nz / prof.sparse_rate
-    write = meta(out).bytes if out is not None and out.dt == "matrix" else 0.0
+    write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
 
 

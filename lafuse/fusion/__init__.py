@@ -42,9 +42,11 @@ def _has_candidates(dag: Dag) -> bool:
 
 
 def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: HardwareProfile | None = None,
-             weight: float = 1.0) -> tuple[Dag, MemoTable | None]:
+             weight: float = 1.0, hints: dict[str, float] | None = None) -> tuple[Dag, MemoTable | None]:
     """A copy of ``dag`` with fused operators (the input DAG is not modified); ``weight`` is how
-    often the block is expected to run (loop bodies), which amortizes compilation."""
+    often the block is expected to run (loop bodies), which amortizes compilation; ``hints`` are
+    the non-zeros of the variables the block reads (the runtime knows them when it lowers a block;
+    HOPs keep nnz unknown so cached plans stay valid for other values)."""
     if not _has_candidates(dag):
         return dag, None
     from lafuse.cost.profile import load
@@ -62,18 +64,19 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     if not memo.groups:
         st.time += time.perf_counter() - t0
         return dag, memo
-    ctx = Context(memo, new.roots, order, prof, st.select)
+    ctx = Context(memo, new.roots, order, prof, st.select, hints=hints)
     selector = SELECTORS.get(cfg.fusion)
     if selector is None:
         raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
     cuts = selector().select(ctx)
-    plan = build_plan(memo, new.roots, order, cuts)
-    if cfg.fusion == "cost":
+    heuristic = cfg.fusion != "cost"
+    plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
+    if not heuristic:
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(plan, prof, weight)
+            extra = _not_worth_compiling(plan, prof, weight, hints)
             if not extra:
                 break
-            st.unfused_by_compile_cost += len(extra)
+            st.unfused_by_compile_cost += len({hid for hid, _ in extra})
             cuts = cuts | extra
             plan = build_plan(memo, new.roots, order, cuts)
     ops = combine_multi_aggregates(plan.fused)
@@ -94,14 +97,15 @@ def _kernel_cached(plan: C.CPlan) -> bool:
         return False
 
 
-def _not_worth_compiling(plan: FusionPlan, prof: HardwareProfile, weight: float) -> frozenset[tuple[int, int]]:
+def _not_worth_compiling(plan: FusionPlan, prof: HardwareProfile, weight: float,
+                         hints: dict[str, float] | None) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators whose expected savings over all runs of the block do not
     pay for compiling their kernel (tiny inputs stay unfused)."""
     out: set[tuple[int, int]] = set()
     for op in plan.fused:
         assert op.plan is not None
         hops = _covered_hops(op)
-        saving = sum(basic_cost(h, prof) for h in hops) - fused_cost(op.plan, op.inputs, op.root, prof)
+        saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, op.root, prof, hints)
         if saving * weight < compile_penalty(_kernel_cached(op.plan), prof):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
     return frozenset(out)

@@ -70,10 +70,13 @@ def valid_entries(memo: MemoTable, h: Hop, templates: tuple[str, ...], cuts: Cut
     return sorted(out, key=lambda e: (PREFERENCE[e.template], -e.nrefs, e.refs))
 
 
-def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts) -> dict[int, MemoEntry]:
+def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts,
+           protect_outer: bool = False) -> dict[int, MemoEntry]:
     """The HOPs a fused operator opened at ``root`` with ``entry`` covers: referenced groups are
     fused with their best open entry of the same template (Row also absorbs Cell plans); a
-    reference whose group has no valid entry left under the cuts is read materialized."""
+    reference whose group has no valid entry left under the cuts is read materialized.
+    ``protect_outer`` (the heuristics) never lets another template swallow a group that can be a
+    sparsity-exploiting Outer operator (paper 000 sec. 4.2: template switches)."""
     allowed = (entry.template, "cell") if entry.template == "row" else (entry.template,)
     chosen: dict[int, MemoEntry] = {root.id: entry}
     stack = [root]
@@ -86,6 +89,8 @@ def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts) -> dict[int
                 continue
             g = memo.hops[r]
             cands = valid_entries(memo, g, allowed, cuts, open_only=True)
+            if protect_outer and entry.template != "outer" and "outer" in memo.templates_of(r):
+                cands = []
             if not cands:
                 refs[k] = -1
                 continue
@@ -96,7 +101,8 @@ def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts) -> dict[int
     return chosen
 
 
-def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts) -> FusionPlan:
+def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
+               protect_outer: bool = False) -> FusionPlan:
     """``order``: the DAG's HOPs in topological order."""
     need = {r.id for r in roots}
     fused: list[FusedOp] = []
@@ -108,7 +114,7 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts) 
         for e in valid_entries(memo, h, ("outer", "row", "cell"), cuts):
             if e.nrefs == 0:
                 continue
-            cand = FusedOp(e.template, h, expand(memo, h, e, cuts))
+            cand = FusedOp(e.template, h, expand(memo, h, e, cuts, protect_outer))
             if len(cand.entries) >= 2 and make_cplan(cand):
                 op = cand
                 break

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lafuse.cost.constants import FUSED_OP_RATE
 from lafuse.cost.fused import basic_cost, fused_cost
 from lafuse.cost.operators import meta
 from lafuse.cost.profile import HardwareProfile
@@ -41,6 +42,7 @@ class Context:
     order: list[Hop]
     prof: HardwareProfile
     stats: SelectStats = field(default_factory=SelectStats)
+    hints: dict[str, float] | None = None  # non-zeros of the variables the DAG reads
 
 
 class Selector:
@@ -104,18 +106,37 @@ def interesting_points(memo: MemoTable, part: set[int]) -> list[tuple[int, int]]
     return pts
 
 
-def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: float = float("inf")) -> float:
+def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: float = float("inf"),
+              hints: dict[str, float] | None = None) -> float:
+    """C(P|q) of Eq. 4 over the operators of partition ``part``; stops early past ``bound``."""
     total = 0.0
     for op in plan.fused:
         if op.root.id in part:
             assert op.plan is not None
-            total += fused_cost(op.plan, op.inputs, op.root, prof)
+            total += fused_cost(op.plan, op.inputs, op.root, prof, hints)
             if total >= bound:
                 return total
     for h in plan.basic:
         if h.id in part:
-            total += basic_cost(h, prof)
+            total += basic_cost(h, prof, hints)
     return total
+
+
+@dataclass
+class Bound:
+    """Lower bound of a partition's plan costs: each operator costs write + max(read, compute), so
+    a plan costs at least writes + max(reads, computes) summed over its operators."""
+
+    write: float
+    read: float
+    compute: float
+    mp_write: dict[int, float]
+    mp_read: dict[int, float]
+
+    def of(self, targets: set[int]) -> float:
+        w = self.write + sum(self.mp_write[g] for g in targets)
+        r = self.read + sum(self.mp_read[g] for g in targets)
+        return w + max(r, self.compute)
 
 
 class CostBased(Selector):
@@ -132,31 +153,36 @@ class CostBased(Selector):
             cuts |= best
         return frozenset(cuts)
 
-    def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> tuple[float, dict[int, float]]:
-        """Static costs (read the partition's inputs once, write its roots) and the per-target
-        materialization cost (one write and one read) of each interesting point's target."""
-        prof, memo = ctx.prof, ctx.memo
+    def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> Bound:
+        """Static costs of any plan of the partition: write its roots, read its inputs once, and
+        compute every operation once at the best sparsity any of its inputs offers; plus the
+        materialization cost (one write, one read) of each interesting point's target."""
+        prof, memo, hints = ctx.prof, ctx.memo, ctx.hints
         inputs = {i.id: i for h in part for i in memo.hops[h].inputs if i.id not in part}
         roots = [memo.hops[h] for h in part if any(c.id not in part for c in memo.consumers.get(h, []))
                  or memo.hops[h] in ctx.roots or not memo.consumers.get(h)]
-        static = sum(meta(i).bytes for i in inputs.values() if i.dt == "matrix") / prof.mem_read_bw
-        static += sum(meta(r).bytes for r in roots if r.dt == "matrix") / prof.mem_write_bw
-        mp = {g: meta(memo.hops[g]).bytes * (1 / prof.mem_write_bw + 1 / prof.mem_read_bw) for _, g in pts}
-        return static, mp
+        mins = [meta(i, hints) for i in inputs.values() if i.dt == "matrix"]
+        read = sum(m.bytes for m in mins) / prof.mem_read_bw
+        write = sum(meta(r, hints).bytes for r in roots if r.dt == "matrix") / prof.mem_write_bw
+        density = min([min(1.0, m.nz / m.cells) for m in mins if m.cells > 0] + [1.0])
+        compute = sum(meta(memo.hops[h], hints).cells * density for h in part) / FUSED_OP_RATE
+        mp = {g: meta(memo.hops[g], hints).bytes for _, g in pts}
+        return Bound(write, read, compute, {g: b / prof.mem_write_bw for g, b in mp.items()},
+                     {g: b / prof.mem_read_bw for g, b in mp.items()})
 
     def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
         n = len(pts)
         if n > MAX_POINTS_EXHAUSTIVE:  # greedy: fuse-all, then each point alone
             return self._greedy(ctx, part, pts, fixed)
-        static, mp = self._lower_bound(ctx, part, pts)
-        return self._skip_enum(ctx, part, pts, fixed, static, mp)
+        lb = self._lower_bound(ctx, part, pts)
+        return self._skip_enum(ctx, part, pts, fixed, lb)
 
     def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
         ctx.stats.plans_evaluated += 1
-        return plan_cost(build_plan(ctx.memo, ctx.roots, ctx.order, cuts), part, ctx.prof, bound)
+        return plan_cost(build_plan(ctx.memo, ctx.roots, ctx.order, cuts), part, ctx.prof, bound, ctx.hints)
 
     def _skip_enum(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
-                   static: float, mp: dict[int, float]) -> Cuts:
+                   lb: Bound) -> Cuts:
         """MPSkipEnum (Alg. 2): the linearized space from all-false (fuse-all) upwards; bit i of the
         assignment is point i, most significant first, so a plan's successors up to the next flip
         of its last true bit only add materializations and can be skipped together."""
@@ -171,7 +197,7 @@ class CostBased(Selector):
             if cut_point is not None and q[cut_point[0]] and not any(q[cut_point[0] + 1:]):
                 # structural: with the cut point materialized, the points after it fall apart into
                 # independent halves: enumerate each half on its own and skip their product
-                sub = self._independent(ctx, part, pts, cut_point, fixed | chosen, static, mp)
+                sub = self._independent(ctx, part, pts, cut_point, fixed | chosen, lb)
                 span = 2 ** (n - 1 - cut_point[0])
                 ctx.stats.pruned_structural += max(span - 1, 0)
                 c = self._cost(ctx, part, fixed | sub, best)
@@ -179,8 +205,7 @@ class CostBased(Selector):
                     best, best_cuts = c, fixed | sub
                 j += span
                 continue
-            lb = static + sum(mp[g] for g in {g for _, g in chosen})
-            if lb >= best:
+            if lb.of({g for _, g in chosen}) >= best:
                 last = max(i for i in range(n) if q[i])
                 skip = 2 ** (n - 1 - last)
                 ctx.stats.pruned_cost += skip
@@ -221,11 +246,10 @@ class CostBased(Selector):
         return None if best is None else (best[1], best[2], best[3])
 
     def _independent(self, ctx: Context, part: set[int], pts: list[tuple[int, int]],
-                     cut: tuple[int, list[int], list[int]], base: Cuts, static: float,
-                     mp: dict[int, float]) -> Cuts:
+                     cut: tuple[int, list[int], list[int]], base: Cuts, lb: Bound) -> Cuts:
         out = set(base)
         for sub in (cut[1], cut[2]):
-            out |= self._skip_enum(ctx, part, [pts[k] for k in sub], frozenset(out), static, mp)
+            out |= self._skip_enum(ctx, part, [pts[k] for k in sub], frozenset(out), lb)
         return frozenset(out)
 
     def _greedy(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:

@@ -100,7 +100,7 @@ class Interpreter:
         if b.requires_recompile and self.cfg.dynamic_recompile:
             return recompile.plan_for(self, b, st)
         if b.plan is None:
-            b.plan = self.compiler.lower_dag(b.dag, b.weight)
+            b.plan = self.compiler.lower_dag(b.dag, b.weight, st)
         return b.plan
 
     def _dag_plan(self, dag: Any) -> Plan:

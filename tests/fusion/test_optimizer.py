@@ -1,0 +1,195 @@
+"""The fusion optimizer, structurally: which fused operators a DAG gets and which basic operators
+remain (like SystemDS's heavy-hitter checks), per plan selector; the memo table and the
+enumeration statistics. Numerical agreement of fused and unfused runs is in test_fused_exec.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lafuse import config as cfgmod
+from lafuse import fusion
+from lafuse.compiler import Compiler
+from lafuse.fusion import cplan as C
+from lafuse.fusion.memo import explore
+from lafuse.fusion.select import CostBased, Context, interesting_points, partitions
+from lafuse.hops.program import GenericBlock, iter_blocks
+
+SELECTORS = ("fuse-all", "fuse-no-redundancy", "cost")
+
+# sizes where fusion clearly pays off (the DAGs are only compiled, never run)
+BIG = """
+X = rand(rows=100000, cols=1000, seed=1)
+Y = rand(rows=100000, cols=1000, seed=2)
+Z = rand(rows=100000, cols=1000, seed=3)
+v = rand(rows=1000, cols=1, seed=4)
+S = rand(rows=20000, cols=20000, sparsity=0.001, seed=5)
+U = rand(rows=20000, cols=100, seed=6)
+V = rand(rows=20000, cols=100, seed=7)
+"""
+
+HINTS = {"S": 20000 * 20000 * 0.001}  # what the runtime tells the optimizer when it lowers the block
+
+
+def fused(text: str, strategy: str = "cost", stats: fusion.FusionStats | None = None):
+    """(spoof HOPs, basic HOP labels) of ``text`` after fusion, as a loop body (as in an iterative
+    algorithm: one cold kernel compile then pays off for the cost-based selector)."""
+    cfg = cfgmod.Config(codegen=True, fusion=strategy)
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(BIG + "for (i in 1:20) {\n" + text + "\n}", "<test>")
+        blocks = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)]
+        dag, _ = fusion.optimize(blocks[-1].dag, cfg, stats, weight=blocks[-1].weight, hints=HINTS)
+    hops = dag.hops()
+    return [h for h in hops if h.kind == "spoof"], [f"{h.label()} [{h.dt}]" for h in hops if h.kind != "spoof"]
+
+
+def basic_ops(labels: list[str], *ops: str) -> list[str]:
+    """Matrix operators among the remaining basic HOPs (scalar arithmetic is not fusable)."""
+    return [lb for lb in labels if any(lb.split(' [')[0].endswith(f"({o})") for o in ops) and "[matrix]" in lb]
+
+
+@pytest.mark.parametrize("strategy", SELECTORS)
+def test_sum_of_products_is_one_cell_operator(strategy):
+    spoofs, labels = fused("s = sum(X * Y * Z)\nprint(s)", strategy)
+    assert [s.op for s in spoofs] == ["spoofCell"]
+    plan = spoofs[0].params["cplan"]
+    assert (plan.template, plan.agg, plan.agg_op) == ("cell", C.FULL_AGG, "sum")
+    assert not basic_ops(labels, "*", "sum")
+
+
+@pytest.mark.parametrize("strategy", SELECTORS)
+def test_two_aggregates_sharing_x_become_one_multi_aggregate(strategy):
+    spoofs, labels = fused("a = sum(X * Y)\nb = sum(X * Z)\nprint(a + b)", strategy)
+    assert [s.op for s in spoofs] == ["spoofMA"]
+    plan = spoofs[0].params["cplan"]
+    assert plan.template == "magg" and len(plan.roots) == 2 and plan.agg_ops == ("sum", "sum")
+    # X is read once: it is one input of the one operator
+    assert len(spoofs[0].inputs) == 3
+    assert not basic_ops(labels, "*", "sum")
+
+
+@pytest.mark.parametrize("strategy", SELECTORS)
+def test_mmchain_is_one_row_operator(strategy):
+    spoofs, labels = fused("w = t(X) %*% (X %*% v)\nprint(sum(w))", strategy)
+    assert [s.op for s in spoofs] == ["spoofRA"]
+    plan = spoofs[0].params["cplan"]
+    assert plan.template == "row" and plan.agg in (C.COL_AGG, C.COL_AGG_T)
+    assert not basic_ops(labels, "%*%")
+
+
+@pytest.mark.parametrize("strategy", SELECTORS)
+def test_sparse_outer_product_is_sparsity_exploiting(strategy):
+    spoofs, labels = fused("s = sum(S * log(U %*% t(V) + 1e-15))\nprint(s)", strategy)
+    assert [s.op for s in spoofs] == ["spoofOP"]
+    plan = spoofs[0].params["cplan"]
+    assert plan.template == "outer" and plan.agg == C.FULL_AGG and plan.sparse_safe
+    assert not basic_ops(labels, "%*%", "log", "*", "sum")
+
+
+@pytest.mark.parametrize("strategy", SELECTORS)
+def test_wdivmm_is_an_outer_right_mm(strategy):
+    spoofs, labels = fused("W = (S / (U %*% t(V) + 1e-15)) %*% V\nprint(sum(W))", strategy)
+    ops = [s for s in spoofs if s.op == "spoofOP"]
+    assert len(ops) == 1 and ops[0].params["cplan"].agg == C.RIGHT_MM
+    assert not basic_ops(labels, "%*%", "/")
+
+
+def test_outer_needs_a_sparsity_exploiting_multiply():
+    # U %*% t(V) + 1 alone is dense: no Outer operator (a Cell one may still fuse the +)
+    spoofs, _ = fused("s = sum(U %*% t(V) + 1)\nprint(s)", "fuse-all")
+    assert all(s.params["cplan"].template != "outer" for s in spoofs)
+
+
+def test_fuse_no_redundancy_materializes_shared_intermediates():
+    text = "A = X * Y + Z\nb = sum(A)\nc = rowSums(A)\nprint(b + sum(c))"
+    spoofs_all, labels_all = fused(text, "fuse-all")
+    spoofs_nr, labels_nr = fused(text, "fuse-no-redundancy")
+    # fuse-all recomputes A inside both consumers; fuse-no-redundancy computes it once
+    assert not basic_ops(labels_all, "*", "+")
+    assert len(spoofs_nr) >= 1
+    assert all("in0[main]" in repr(s.params["cplan"].root) or s.params["cplan"].template == "magg"
+               for s in spoofs_nr)
+    covered_nr = [set(s.params["covers"]) for s in spoofs_nr]
+    assert all(len(a & b) == 0 for i, a in enumerate(covered_nr) for b in covered_nr[i + 1:])
+
+
+def test_tiny_inputs_stay_unfused_by_cost():
+    cfg = cfgmod.Config(codegen=True, fusion="cost")
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text("X = rand(rows=10, cols=10, seed=1)\nY = rand(rows=10, cols=10, seed=2)\n"
+                                 "print(sum(X * Y * X))", "<t>")
+        b = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1]
+        st = fusion.FusionStats()
+        dag, _ = fusion.optimize(b.dag, cfg, st)
+    assert not [h for h in dag.hops() if h.kind == "spoof"]
+    assert st.unfused_by_compile_cost >= 1
+    # the heuristics fuse regardless of size
+    with cfgmod.using(cfg.with_(fusion="fuse-all")):
+        dag2, _ = fusion.optimize(b.dag, cfgmod.get())
+    assert [h.op for h in dag2.hops() if h.kind == "spoof"] == ["spoofCell"]
+
+
+def test_plans_are_deterministic():
+    text = "A = X * Y\ns = sum(A * Z) + sum(A)\nw = t(X) %*% (X %*% v)\nprint(s + sum(w))"
+    runs = []
+    for _ in range(3):
+        spoofs, labels = fused(text, "cost")
+        runs.append(([s.params["cplan"].canonical_key() for s in spoofs], labels))
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_memo_table_references_and_closing():
+    cfg = cfgmod.Config(codegen=True)
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(BIG + "s = sum(S * log(U %*% t(V) + 1e-15))\nprint(s)", "<t>")
+    b = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1]
+    memo = explore(b.dag.roots)
+    byop = {memo.hops[h].op: es for h, es in memo.groups.items()}
+    # the outer product opens Outer; log, + and * extend it; sum closes it (closed, valid)
+    assert any(e.template == "outer" and not e.closed for e in byop["%*%"])
+    assert any(e.template == "outer" and e.closed and e.nrefs == 1 for e in byop["sum"])
+    # closed entries without references are pruned (a lone aggregate is no fusion)
+    assert all(e.nrefs > 0 for es in memo.groups.values() for e in es if e.closed)
+
+
+def test_mpskipenum_skips_plans_and_matches_exhaustive_search():
+    # several shared intermediates: interesting points with materialization choices
+    text = ("A = X * Y\nB = A + Z\nC = exp(B)\n"
+            "s1 = sum(A * C)\ns2 = sum(B / C)\nr = rowSums(C * A)\nc = colSums(B * C)\n"
+            "print(s1 + s2 + sum(r) + sum(c))")
+    cfg = cfgmod.Config(codegen=True)
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(BIG + text, "<t>")
+    b = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1]
+    from lafuse.cost.profile import HardwareProfile
+    from lafuse.fusion.construct import build_plan
+    from lafuse.fusion.select import plan_cost
+
+    memo = explore(b.dag.roots)
+    order = b.dag.hops()
+    prof = HardwareProfile()
+    ctx = Context(memo, b.dag.roots, order, prof, hints=HINTS)
+    cuts = CostBased().select(ctx)
+    assert ctx.stats.points >= 3
+    assert ctx.stats.plans_evaluated < ctx.stats.plans_total
+    # exhaustive search over every partition's points finds no cheaper plan
+    best = sum(plan_cost(build_plan(memo, b.dag.roots, order, cuts), p, prof) for p in partitions(memo))
+    import itertools
+
+    for part in partitions(memo):
+        pts = interesting_points(memo, part)
+        for bits in itertools.product([0, 1], repeat=len(pts)):
+            alt = (cuts - set(pts)) | {p for p, x in zip(pts, bits) if x}
+            total = sum(plan_cost(build_plan(memo, b.dag.roots, order, frozenset(alt)), q, prof)
+                        for q in partitions(memo))
+            assert total >= best - 1e-12
+
+
+def test_stats_count_fused_operators():
+    st = fusion.FusionStats()
+    fused("s = sum(X * Y * Z)\nprint(s)", "cost", st)
+    assert st.dags == 1 and st.fused_ops == 1 and st.memo_entries >= 2
