@@ -12,7 +12,7 @@ from lafuse import fusion
 from lafuse.compiler import Compiler
 from lafuse.fusion import cplan as C
 from lafuse.fusion.memo import explore
-from lafuse.fusion.select import CostBased, Context, interesting_points, partitions
+from lafuse.fusion.select import Context, CostBased, interesting_points, partitions
 from lafuse.hops.program import GenericBlock, iter_blocks
 
 SELECTORS = ("fuse-all", "fuse-no-redundancy", "cost")
