@@ -202,6 +202,11 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
 
     if opcode in NO_DATA or opcode == "fcall":
         return Cost(0.0, overhead, exact)
+    if kind == "spoof":  # a fused operator: Eq. 4 of paper 000 over its CPlan
+        from lafuse.cost.fused import fused_cost
+
+        out_hop = h if h.dt == MATRIX else None
+        return Cost(0.0, fused_cost(h.params["cplan"], h.inputs, out_hop, prof, hints), exact)
     if opcode == "pread":
         io = _io_read(h, out, prof)
         return Cost(io, overhead + write / prof.mem_write_bw, exact)

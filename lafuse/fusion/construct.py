@@ -31,12 +31,8 @@ Cuts = frozenset[tuple[int, int]]
 PREFERENCE = {"outer": 0, "cell": 1, "row": 2}
 OPCODES = {"cell": "spoofCell", "row": "spoofRA", "magg": "spoofMA", "outer": "spoofOP"}
 
-# operators f with f(0, y) == 0 for every finite y: multiplying by a zero of the main input
-# annihilates the other operand (exact only if that operand stays finite, see _finite_preserving)
+# unary operators with f(0) == 0
 _ZERO_UNARY = {"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh", "tanh"}
-# operators that map finite operands to finite results (up to overflow beyond 1e154, a documented limit)
-_FINITE_OPS = {"+", "-", "*", "min", "max", "<", "<=", ">", ">=", "==", "!=", "&", "|", "xor", "u-", "!", "abs",
-               "round", "floor", "ceil", "sign", "sin", "cos", "tanh", "isNaN", "isInf", "atan", "ifelse"}
 
 
 @dataclass
@@ -88,7 +84,8 @@ def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts,
             if r < 0 or r in chosen:
                 continue
             g = memo.hops[r]
-            cands = valid_entries(memo, g, allowed, cuts, open_only=True)
+            cands = sorted(valid_entries(memo, g, allowed, cuts, open_only=True),
+                           key=lambda c: (c.template != entry.template, -c.nrefs))
             if protect_outer and entry.template != "outer" and "outer" in memo.templates_of(r):
                 cands = []
             if not cands:
@@ -110,14 +107,15 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
     for h in reversed(order):
         if h.id not in need:
             continue
+        # the valid entry whose fused operator covers the most operators (ties: PREFERENCE)
         op = None
         for e in valid_entries(memo, h, ("outer", "row", "cell"), cuts):
             if e.nrefs == 0:
                 continue
             cand = FusedOp(e.template, h, expand(memo, h, e, cuts, protect_outer))
-            if len(cand.entries) >= 2 and make_cplan(cand):
+            if len(cand.entries) >= 2 and (op is None or len(cand.entries) > len(op.entries)) \
+                    and make_cplan(cand):
                 op = cand
-                break
         if op is not None:
             fused.append(op)
             need.update(i.id for i in op.inputs)
@@ -130,7 +128,11 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
 # ----------------------------------------------------------------------------------- CPlans
 
 def _zero_safe(n: C.CNode, main: int, outer: bool) -> bool:
-    """f == 0 wherever the main input is 0, if every other operand is finite there."""
+    """f == 0 wherever the (sparse) main input is 0, with the unfused operators' semantics: a zero
+    of a sparse operand annihilates ``*`` and ``&`` whatever the other operand holds (SystemDS's
+    sparse-safe rule, which lafuse's unfused kernels follow too), while every other operator keeps
+    zeros only if it maps the actual zero to zero (``0 / y`` is NaN for y == 0: not safe, except
+    under the Outer template's documented rule)."""
     if n.op == "input":
         return n.access == C.MAIN
     if n.op == "literal":
@@ -138,13 +140,11 @@ def _zero_safe(n: C.CNode, main: int, outer: bool) -> bool:
     if n.op == "uv":
         return False
     ch = n.children
-    if n.op == "*":
-        return any(_zero_safe(c, main, outer) and all(_finite(o) or outer for o in ch if o is not c) for c in ch)
+    if n.op in ("*", "&"):
+        return any(_zero_safe(c, main, outer) for c in ch)
     if n.op == "/":
-        return outer and _zero_safe(ch[0], main, outer)  # 0/0 is NaN: exact only under Outer's rule
-    if n.op == "&":
-        return _zero_safe(ch[0], main, outer) or _zero_safe(ch[1], main, outer)
-    if n.op in ("+", "-", "min", "max", "!=", "<", ">"):
+        return outer and _zero_safe(ch[0], main, outer)
+    if n.op in ("+", "-", "min", "max", "!=", "<", ">", "|", "xor"):
         return _zero_safe(ch[0], main, outer) and _zero_safe(ch[1], main, outer)
     if n.op == "^":
         return _zero_safe(ch[0], main, outer) and ch[1].op == "literal" and float(ch[1].arg) > 0  # type: ignore[arg-type]
@@ -153,12 +153,6 @@ def _zero_safe(n: C.CNode, main: int, outer: bool) -> bool:
     if n.op == "ifelse":
         return _zero_safe(ch[0], main, outer) and _zero_safe(ch[2], main, outer)
     return False
-
-
-def _finite(n: C.CNode) -> bool:
-    if n.op in ("input", "literal"):
-        return n.op == "input" or abs(float(n.arg)) < float("inf")  # type: ignore[arg-type]
-    return n.op in _FINITE_OPS and all(_finite(c) for c in n.children)
 
 
 class _Unsupported(Exception):
