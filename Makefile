@@ -28,6 +28,7 @@ bench: install
 	$(BIN)/python benchmarks/systemds_algorithms.py
 	$(BIN)/lafuse calibrate
 	$(BIN)/python benchmarks/cost_accuracy.py
+	$(BIN)/python benchmarks/fusion.py --quick
 
 lint: install
 	$(BIN)/ruff check lafuse tests
