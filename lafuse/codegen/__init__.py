@@ -1,2 +1,126 @@
-"""Code generation for fused operators (issue #5): CPlan -> kernel source. ``reference.py`` is the
-pure-NumPy interpreter of CPlans, the living spec generated kernels are differential-tested against."""
+"""Code generation for fused operators (issue #5): CPlan -> Numba kernel.
+
+``reference.py`` is the pure-NumPy interpreter of CPlans, the living spec the generated kernels
+are differential-tested against; ``numba_gen.py`` generates kernel source per template,
+``runner*.py`` call kernels on actual inputs, ``cache.py`` is the two-level plan cache.
+
+Public API: :func:`compile_plan` (returns a :class:`FusedOperator`), :func:`cache_stats`,
+:func:`clear_memory_cache`, :func:`is_cached`, :func:`invalidate` / :func:`clear_finite_cache`
+(the memo of "side input holds no NaN/Inf" checks, for arrays updated in place).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lafuse.codegen import finite
+from lafuse.codegen.cache import PlanCache
+from lafuse.codegen.emit import Canon, canon
+from lafuse.codegen.runner import set_threads
+from lafuse.fusion.cplan import COLVEC, ROWVEC, SCALAR, CPlan
+
+_CACHE = PlanCache()
+
+
+def _run(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
+    t = c.plan.template
+    if t in ("cell", "magg"):
+        from lafuse.codegen.runner import run_cell
+
+        return run_cell(c, kernel, vals, lits)
+    if t == "outer":
+        from lafuse.codegen.runner_outer import run_outer
+
+        return run_outer(c, kernel, vals, lits)
+    from lafuse.codegen.runner_row import run_row
+
+    return run_row(c, kernel, vals, lits)
+
+
+def _empty_inputs(c: Canon) -> dict[int, Any]:
+    """Inputs of a 0 x 0 problem (the warm-up call that makes Numba compile or load the kernel)."""
+    shapes = {ROWVEC: (0, 1), COLVEC: (1, 0)}
+    vals: dict[int, Any] = {}
+    for s, acc in c.access.items():
+        vals[s] = 0.0 if acc == SCALAR else np.zeros(shapes.get(acc, (0, 0)))
+    if c.mm_slot >= 0:
+        vals[c.mm_slot] = np.zeros((0, 0))
+    return vals
+
+
+class FusedOperator:
+    """A compiled fused operator for one plan: the kernel is shared by all plans of the same
+    canonical hash; this object holds the plan's input permutation and literal values."""
+
+    def __init__(self, plan: CPlan, c: Canon, hash: str, source: str, kernel: Any,
+                 lits: tuple[float, ...], threads: int | None) -> None:
+        self.plan = plan
+        self.hash = hash
+        self.source = source
+        self.threads = threads
+        self._canon = c
+        self._kernel = kernel
+        self._lits = np.array(lits, dtype=np.float64)
+
+    def __call__(self, inputs: list[Any]) -> Any:
+        c = self._canon
+        need = max(c.perm, default=-1) + 1
+        if len(inputs) < need:
+            raise ValueError(f"fused operator expects {need} inputs, got {len(inputs)}")
+        vals = {s: inputs[c.perm[s]] for s in c.access}
+        if c.mm_slot >= 0:
+            vals[c.mm_slot] = inputs[c.perm[c.mm_slot]]
+        set_threads(self.threads)
+        return _run(c, self._kernel, vals, self._lits)
+
+    def __repr__(self) -> str:
+        return f"FusedOperator({self.plan.template}, {self.hash})"
+
+
+def compile_plan(plan: CPlan, threads: int | None = None) -> FusedOperator:
+    """The fused operator of ``plan``, compiled now or found in the in-memory or disk plan cache."""
+    from lafuse.codegen.numba_gen import generate
+
+    key, _, lits = plan.canonical_key()
+    c = canon(plan)
+
+    def warm(kernel: Any) -> None:
+        _run(c, kernel, _empty_inputs(c), np.zeros(len(lits)))
+
+    loaded = _CACHE.get(key, lambda: generate(plan, key), warm)
+    return FusedOperator(plan, c, key, loaded.source, loaded.kernel, lits, threads)
+
+
+def is_cached(plan: CPlan) -> bool:
+    """True if compiling ``plan`` would not run a cold compile (memory or disk cache hit)."""
+    from lafuse.codegen.numba_gen import generate
+
+    key = plan.canonical_key()[0]
+    if _CACHE.lookup(key) is not None:
+        return True
+    try:
+        return _CACHE.on_disk(key, generate(plan, key))
+    except ValueError:
+        return False
+
+
+def cache_stats() -> dict[str, Any]:
+    return _CACHE.stats.as_dict()
+
+
+def clear_memory_cache() -> None:
+    _CACHE.clear_memory()
+
+
+def invalidate(arr: Any) -> None:
+    finite.invalidate(arr)
+
+
+def clear_finite_cache() -> None:
+    finite.clear()
+
+
+__all__ = ["FusedOperator", "compile_plan", "cache_stats", "clear_memory_cache", "is_cached",
+           "invalidate", "clear_finite_cache"]

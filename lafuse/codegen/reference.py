@@ -4,6 +4,13 @@ Every operator is evaluated with lafuse's own unfused kernels (``lafuse.runtime.
 so a fused operator means exactly what the operators it replaces mean (Java division and modulus
 semantics, NaN/Inf propagation, min/max with NaN). Inputs are densified: the interpreter is the
 spec, not a fast path.
+
+Templates are evaluated on whole matrices: a row-template node that is a scalar per row becomes an
+n x 1 column, a row vector per row an n x L matrix, so the unfused element-wise, row-aggregate and
+matrix-multiply kernels apply unchanged. The one deliberate deviation from the unfused operators is
+the outer template's rule (cplan.py): cells where the main input X is zero are zero, and its
+LEFT_MM/RIGHT_MM products sum over the non-zero cells of the result only (sparse products, as
+SystemDS's wdivmm does), so a NaN in ``mm`` reaches only the rows it is multiplied into.
 """
 
 from __future__ import annotations
@@ -15,10 +22,15 @@ import numpy as np
 from lafuse.fusion.cplan import (
     CELL,
     COL_AGG,
+    COL_AGG_B1_T,
+    COL_AGG_T,
     COLVEC,
     FULL_AGG,
+    LEFT_MM,
     MAIN,
+    MATRIX,
     NO_AGG,
+    RIGHT_MM,
     ROW_AGG,
     ROWVEC,
     SCALAR,
@@ -42,19 +54,47 @@ def _read(v: Any, access: str, shape: tuple[int, int]) -> Any:
         return float(d) if not isinstance(d, np.ndarray) else float(d.reshape(-1)[0])
     if not isinstance(d, np.ndarray):
         raise ValueError(f"a {access} input must be a matrix")
-    expect = {MAIN: shape, CELL: shape, ROWVEC: (shape[0], 1), COLVEC: (1, shape[1])}[access]
-    if d.shape != expect:
+    expect = {MAIN: shape, CELL: shape, ROWVEC: (shape[0], 1), COLVEC: (1, shape[1])}.get(access)
+    if expect is not None and d.shape != expect:
         raise ValueError(f"{access} input has shape {d.shape}, expected {expect}")
     return d
 
 
-def evaluate(plan: CPlan, inputs: list[Any]) -> Any:
-    """The fused operator's result for ``inputs`` (positional, as the CPlan's input nodes number them;
-    input 0 is the main input and fixes the iteration space)."""
-    main = _dense(inputs[0])
-    if not isinstance(main, np.ndarray):
-        raise ValueError("the main input of a cell-wise operator must be a matrix")
-    shape = main.shape
+def main_position(plan: CPlan) -> int:
+    """The input position of the plan's MAIN input (it fixes the iteration space)."""
+    found: list[int] = []
+    seen: set[int] = set()
+
+    def walk(n: CNode) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if n.op == "input" and n.access == MAIN:
+            found.append(int(n.arg))  # type: ignore[call-overload]
+        for c in n.children:
+            walk(c)
+
+    for r in plan.all_roots():
+        walk(r)
+    if not found:
+        raise ValueError("the plan has no MAIN input")
+    return found[0]
+
+
+def _bcast(args: list[Any]) -> list[Any]:
+    """Expand matrix operands of an element-wise op to one shape when they are a column vector and
+    a row vector (a per-row scalar against a row vector in the row template) or when a ternary op
+    mixes shapes: the unfused kernels reject those combinations, per row they are plain broadcasts."""
+    mats = [a for a in args if isinstance(a, np.ndarray)]
+    if len({a.shape for a in mats}) <= 1:
+        return args
+    shape = np.broadcast_shapes(*[a.shape for a in mats])
+    if len(args) == 2 and any(a.shape == shape for a in mats):
+        return args
+    return [np.broadcast_to(a, shape).copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _eval(plan: CPlan, inputs: list[Any], shape: tuple[int, int], extra: dict[str, Any]) -> dict[int, Any]:
     memo: dict[int, Any] = {}
 
     def ev(n: CNode) -> Any:
@@ -64,25 +104,173 @@ def evaluate(plan: CPlan, inputs: list[Any]) -> Any:
             v = _read(inputs[int(n.arg)], n.access, shape)  # type: ignore[call-overload]
         elif n.op == "literal":
             v = float(n.arg)  # type: ignore[arg-type]
+        elif n.op in extra:
+            v = extra[n.op](n, ev)
         else:
-            v = KERNELS[n.op](*[ev(c) for c in n.children])
-            v = _dense(v)
+            v = _dense(KERNELS[n.op](*_bcast([ev(c) for c in n.children])))
         memo[id(n)] = v
         return v
 
-    cells = ev(plan.root)
-    if not isinstance(cells, np.ndarray) or cells.shape != shape:
-        cells = np.broadcast_to(np.asarray(cells, dtype=np.float64), shape).copy()
-    if plan.agg == NO_AGG:
+    for r in plan.all_roots():
+        ev(r)
+    return memo
+
+
+def _full(v: Any, shape: tuple[int, int]) -> np.ndarray:
+    if not isinstance(v, np.ndarray) or v.shape != shape:
+        return np.broadcast_to(np.asarray(v, dtype=np.float64), shape).copy()
+    return v
+
+
+def _aggregate(cells: np.ndarray, agg: str, agg_op: str) -> Any:
+    if agg == NO_AGG:
         return cells
-    if plan.agg_op == "sumsq":
+    if agg_op == "sumsq":
         cells, op = cells * cells, "sum"
     else:
-        op = plan.agg_op
-    if plan.agg == FULL_AGG:
+        op = agg_op
+    if agg == FULL_AGG:
         return float(KERNELS[{"sum": "sum", "min": "min", "max": "max"}[op]](cells))
     fn = {ROW_AGG: {"sum": "rowSums", "min": "rowMins", "max": "rowMaxs"},
-          COL_AGG: {"sum": "colSums", "min": "colMins", "max": "colMaxs"}}[plan.agg][op]
+          COL_AGG: {"sum": "colSums", "min": "colMins", "max": "colMaxs"}}[agg][op]
     return _dense(KERNELS[fn](cells))
+
+
+def _cell(plan: CPlan, inputs: list[Any]) -> Any:
+    main = _dense(inputs[main_position(plan)])
+    if not isinstance(main, np.ndarray):
+        raise ValueError("the main input of a cell-wise operator must be a matrix")
+    shape = main.shape
+    memo = _eval(plan, inputs, shape, {})
+    if plan.template == "magg":
+        return tuple(_aggregate(_full(memo[id(r)], shape), FULL_AGG, op) for r, op in zip(plan.roots, plan.agg_ops))
+    return _aggregate(_full(memo[id(plan.root)], shape), plan.agg, plan.agg_op)
+
+
+def _row(plan: CPlan, inputs: list[Any]) -> Any:
+    main = _dense(inputs[main_position(plan)])
+    n = main.shape[0]
+
+    def read_any(v: Any, access: str) -> Any:
+        d = _dense(v)
+        if access == CELL and (not isinstance(d, np.ndarray) or d.shape[0] != n):
+            raise ValueError(f"a CELL input of a row plan needs {n} rows")
+        return d
+
+    def vecmat(node: CNode, ev: Any) -> Any:
+        a, bnode = node.children
+        if bnode.op != "input" or bnode.access != MATRIX:
+            raise ValueError("vecmat's second operand must be a MATRIX input")
+        B = _dense(inputs[int(bnode.arg)])  # type: ignore[call-overload]
+        left = ev(a)
+        if not isinstance(left, np.ndarray):
+            left = np.full((1, 1), left)
+        return _dense(KERNELS["%*%"](left, B))
+
+    def dot(node: CNode, ev: Any) -> Any:
+        a, b = (ev(c) for c in node.children)
+        return _dense(KERNELS["rowSums"](_dense(KERNELS["*"](*_bcast([a, b])))))
+
+    def row_agg(node: CNode, ev: Any) -> Any:
+        a = ev(node.children[0])
+        return _dense(KERNELS[node.op](a)) if isinstance(a, np.ndarray) else a
+
+    shape = (n, main.shape[1])
+    extra = {"vecmat": vecmat, "dot": dot, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg}
+    # CELL inputs of the row template may be wider or narrower than the main input
+    memo: dict[int, Any] = {}
+    for r in plan.all_roots():
+        _walk_row(r, inputs, shape, extra, memo, read_any)
+
+    def value(node: CNode) -> np.ndarray:
+        v = memo[id(node)]
+        if not isinstance(v, np.ndarray):
+            return np.full((n, 1), v)
+        return v if v.shape[0] == n else np.broadcast_to(v, (n, v.shape[1])).copy()
+
+    R = value(plan.root)
+    if plan.agg == NO_AGG:
+        return R
+    if plan.agg == COL_AGG:
+        return _dense(KERNELS["colSums"](R))
+    if plan.agg == FULL_AGG:
+        return float(KERNELS["sum"](R))
+    if plan.agg == COL_AGG_T:
+        return _dense(KERNELS["t"](_dense(KERNELS["colSums"](R))))
+    if plan.agg == COL_AGG_B1_T:
+        if plan.root2 is None:
+            raise ValueError("COL_AGG_B1_T needs root2")
+        return _dense(KERNELS["%*%"](_dense(KERNELS["t"](R)), value(plan.root2)))
+    raise ValueError(f"the row template has no aggregation {plan.agg!r}")
+
+
+def _walk_row(node: CNode, inputs: list[Any], shape: tuple[int, int], extra: dict[str, Any],
+              memo: dict[int, Any], read_any: Any) -> Any:
+    def ev(n: CNode) -> Any:
+        if id(n) in memo:
+            return memo[id(n)]
+        if n.op == "input":
+            if n.access in (CELL, MATRIX):
+                v = read_any(inputs[int(n.arg)], n.access)  # type: ignore[call-overload]
+            elif n.access == COLVEC:
+                v = _dense(inputs[int(n.arg)])  # type: ignore[call-overload]
+                if not isinstance(v, np.ndarray) or v.shape[0] != 1:
+                    raise ValueError("a COLVEC input of a row plan must be a row vector")
+            else:
+                v = _read(inputs[int(n.arg)], n.access, shape)  # type: ignore[call-overload]
+        elif n.op == "literal":
+            v = float(n.arg)  # type: ignore[arg-type]
+        elif n.op in extra:
+            v = extra[n.op](n, ev)
+        else:
+            v = _dense(KERNELS[n.op](*_bcast([ev(c) for c in n.children])))
+        memo[id(n)] = v
+        return v
+
+    return ev(node)
+
+
+def _outer(plan: CPlan, inputs: list[Any]) -> Any:
+    X = _dense(inputs[main_position(plan)])
+    if not isinstance(X, np.ndarray):
+        raise ValueError("the main input of an outer operator must be a matrix")
+    shape = X.shape
+
+    def uv(node: CNode, ev: Any) -> Any:
+        U = _dense(inputs[int(node.children[0].arg)])  # type: ignore[call-overload]
+        V = _dense(inputs[int(node.children[1].arg)])  # type: ignore[call-overload]
+        if U.shape[0] != shape[0] or V.shape[0] != shape[1] or U.shape[1] != V.shape[1]:
+            raise ValueError(f"outer factors {U.shape} and {V.shape} do not match X {shape}")
+        return _dense(KERNELS["%*%"](U, KERNELS["t"](V)))
+
+    memo = _eval(plan, inputs, shape, {"uv": uv})
+    W = _full(memo[id(plan.root)], shape)
+    W = np.where(X != 0, W, 0.0)
+    if plan.agg == NO_AGG:
+        return W
+    if plan.agg == FULL_AGG:
+        return float(KERNELS["sum"](W))
+    if plan.agg in (LEFT_MM, RIGHT_MM):
+        from lafuse.runtime.sparse import sp
+
+        mm = _dense(inputs[plan.mm])
+        Ws = sp.csr_array(W)
+        Ws.eliminate_zeros()
+        with np.errstate(all="ignore"):
+            return np.asarray((Ws.T if plan.agg == LEFT_MM else Ws) @ mm, dtype=np.float64)
+    raise ValueError(f"the outer template has no aggregation {plan.agg!r}")
+
+
+def evaluate(plan: CPlan, inputs: list[Any]) -> Any:
+    """The fused operator's result for ``inputs`` (positional, as the CPlan's input nodes number
+    them; the MAIN input fixes the iteration space). Cell: a matrix or float; magg: a tuple of
+    floats; row and outer: a matrix (dense) or a float for FULL_AGG."""
+    if plan.template in ("cell", "magg"):
+        return _cell(plan, inputs)
+    if plan.template == "row":
+        return _row(plan, inputs)
+    if plan.template == "outer":
+        return _outer(plan, inputs)
+    raise ValueError(f"unknown template {plan.template!r}")
 
 

@@ -1,0 +1,172 @@
+"""Two-level plan cache: compiled kernels in memory (LRU), generated sources on disk.
+
+Why on disk as real ``.py`` files: Numba's own cache (``@njit(cache=True)``) is keyed by a
+function's source file, so a generated kernel written to a stable path and imported from there
+is compiled once per machine, not once per process. The file name holds the canonical plan hash,
+a digest of the generated source and of the primitives it calls (a generator or library change
+never reuses a stale binary), the Numba version and the host CPU name (machine code is CPU
+specific). Files are written atomically (temporary file + ``os.replace``) and never rewritten, so
+concurrent processes agree on one file and Numba's index (keyed by the file's mtime) stays valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_PRIMS_DIGEST: str | None = None
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "lafuse" / "codegen"
+
+
+def _prims_digest() -> str:
+    global _PRIMS_DIGEST
+    if _PRIMS_DIGEST is None:
+        src = (Path(__file__).parent / "prims.py").read_bytes()
+        _PRIMS_DIGEST = hashlib.sha256(src).hexdigest()
+    return _PRIMS_DIGEST
+
+
+def _machine_tag() -> str:
+    import llvmlite.binding as llvm
+    import numba
+
+    tag = f"nb{numba.__version__}_{llvm.get_host_cpu_name()}"
+    return "".join(ch if ch.isalnum() else "_" for ch in tag)
+
+
+def file_name(key: str, source: str) -> str:
+    digest = hashlib.sha256((source + _prims_digest()).encode()).hexdigest()[:12]
+    return f"k_{key}_{digest}_{_machine_tag()}.py"
+
+
+@dataclass
+class Loaded:
+    key: str
+    source: str
+    kernel: Any
+    path: Path
+
+
+@dataclass
+class Stats:
+    compiled: int = 0
+    mem_hits: int = 0
+    disk_hits: int = 0
+    compile_time_cold: float = 0.0
+    compile_time_warm: float = 0.0
+    per_kernel: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"compiled": self.compiled, "mem_hits": self.mem_hits, "disk_hits": self.disk_hits,
+                "compile_time_cold": self.compile_time_cold, "compile_time_warm": self.compile_time_warm,
+                "per_kernel": {k: dict(v) for k, v in self.per_kernel.items()}}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".py", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        if path.exists():  # another process won: keep its file (and Numba's index of it)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _import(path: Path) -> Any:
+    name = "lafuse_codegen_" + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
+        raise ImportError(f"cannot import generated kernel {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+class PlanCache:
+    """``get`` returns the compiled kernel of a canonical plan hash: from memory, else from the
+    disk cache (Numba loads its cached machine code: a warm compile), else generated and compiled
+    (cold). ``warm_up(kernel)`` runs the kernel once on empty inputs, which makes Numba compile or
+    load it, so compile time is paid (and measured) here rather than in the first real call."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self.maxsize = maxsize
+        self._mem: OrderedDict[str, Loaded] = OrderedDict()
+        self._lock = threading.RLock()
+        self.stats = Stats()
+
+    def lookup(self, key: str) -> Loaded | None:
+        with self._lock:
+            hit = self._mem.get(key)
+            if hit is not None:
+                self._mem.move_to_end(key)
+            return hit
+
+    def on_disk(self, key: str, source: str) -> bool:
+        return (cache_dir() / file_name(key, source)).exists()
+
+    def get(self, key: str, generate: Callable[[], str], warm_up: Callable[[Any], None]) -> Loaded:
+        with self._lock:
+            hit = self.lookup(key)
+            if hit is not None:
+                self.stats.mem_hits += 1
+                return hit
+            t0 = time.perf_counter()
+            source = generate()
+            path = cache_dir() / file_name(key, source)
+            existed = path.exists()
+            if not existed:
+                _write_atomic(path, source)
+            kernel = _import(path).kernel
+            warm_up(kernel)
+            dt = time.perf_counter() - t0
+            cold = not existed or sum(kernel.stats.cache_misses.values()) > 0
+            rec = self.stats.per_kernel.setdefault(key, {"cold": 0.0, "warm": 0.0})
+            if cold:
+                self.stats.compiled += 1
+                self.stats.compile_time_cold += dt
+                rec["cold"] += dt
+            else:
+                self.stats.disk_hits += 1
+                self.stats.compile_time_warm += dt
+                rec["warm"] += dt
+            loaded = Loaded(key, source, kernel, path)
+            self._mem[key] = loaded
+            while len(self._mem) > self.maxsize:
+                self._mem.popitem(last=False)
+            return loaded
+
+    def clear_memory(self) -> None:
+        """Forget the compiled kernels (and their modules: a later ``get`` loads from disk)."""
+        with self._lock:
+            for loaded in self._mem.values():
+                sys.modules.pop("lafuse_codegen_" + loaded.path.stem, None)
+            self._mem.clear()

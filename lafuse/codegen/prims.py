@@ -1,0 +1,315 @@
+"""Numba primitives the generated kernels call: DML scalar semantics and vector building blocks.
+
+Why a shared library instead of inlining everything into the generated source: the scalar ops
+must mean exactly what lafuse's unfused kernels mean (Java ``%/%``/``%%``, ``Math.pow``, NaN
+propagating min/max, Java round), and writing each once keeps all templates consistent. Numba
+inlines these small functions into the kernels, so calling them costs nothing at run time.
+
+All functions use ``error_model="numpy"`` (division by zero gives Inf/NaN instead of raising) and
+never ``fastmath`` (which would break NaN/Inf propagation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+EPS = 2.0 ** -53  # UtilFunctions.DOUBLE_EPS
+TWO63 = 9.223372036854776e18
+
+# ----------------------------------------------------------------------------- scalar ops
+
+
+@njit(**_JIT)
+def s_pow(a: float, b: float) -> float:
+    if b != b:
+        return np.nan
+    if np.isinf(b) and abs(a) == 1.0:
+        return np.nan
+    return np.power(a, b)
+
+
+@njit(**_JIT)
+def s_intdiv(a: float, b: float) -> float:
+    q = a / b
+    if np.isfinite(q):
+        return np.copysign(np.floor(abs(q) + EPS), q)
+    return q
+
+
+@njit(**_JIT)
+def s_mod(a: float, b: float) -> float:
+    if b == 0.0:
+        return np.nan
+    return a - s_intdiv(a, b) * b
+
+
+@njit(**_JIT)
+def s_min(a: float, b: float) -> float:
+    if a != a or b != b:
+        return np.nan
+    return a if a < b else b
+
+
+@njit(**_JIT)
+def s_max(a: float, b: float) -> float:
+    if a != a or b != b:
+        return np.nan
+    return a if a > b else b
+
+
+@njit(**_JIT)
+def s_round(x: float) -> float:
+    """Java Math.round as a double: half up, NaN -> 0, saturating at the long range."""
+    if x != x:
+        return 0.0
+    r = np.floor(x)
+    if x - r >= 0.5:
+        r += 1.0
+    if r > TWO63:
+        return TWO63
+    if r < -TWO63:
+        return -TWO63
+    return r
+
+
+@njit(**_JIT)
+def s_sign(x: float) -> float:
+    if x != x:
+        return np.nan
+    if x == 0.0:
+        return x
+    return 1.0 if x > 0.0 else -1.0
+
+
+@njit(**_JIT)
+def b2d(c: bool) -> float:
+    return 1.0 if c else 0.0
+
+
+# ------------------------------------------------------------------------ compensated sums
+
+
+@njit(**_JIT)
+def kadd(s: float, c: float, x: float) -> tuple[float, float]:
+    """One Neumaier step. Once ``s`` is non-finite it stays so and ``c`` is ignored (:func:`kfin`)."""
+    t = s + x
+    if abs(s) >= abs(x):
+        c += (s - t) + x
+    else:
+        c += (x - t) + s
+    return t, c
+
+
+@njit(**_JIT)
+def kfin(s: float, c: float) -> float:
+    return s + c if np.isfinite(s) else s
+
+
+@njit(**_JIT)
+def kcombine(parts: np.ndarray) -> float:
+    """Block partials (sum, compensation) combined in block order: independent of thread count."""
+    s = 0.0
+    c = 0.0
+    for b in range(parts.shape[0]):
+        s, c = kadd(s, c, kfin(parts[b, 0], parts[b, 1]))
+    return kfin(s, c)
+
+
+# ------------------------------------------------------------------------ finiteness check
+
+
+@njit(**_JIT)
+def all_finite(a: np.ndarray) -> bool:
+    for k in range(a.shape[0]):
+        if not np.isfinite(a[k]):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------- CSR row access
+
+
+@njit(**_JIT)
+def csr_seek(idx: np.ndarray, k: int, end: int, j: int) -> int:
+    """Advance a row cursor to the first stored column >= j (callers read columns in order)."""
+    while k < end and idx[k] < j:
+        k += 1
+    return k
+
+
+@njit(**_JIT)
+def csr_get(data: np.ndarray, idx: np.ndarray, k: int, end: int, j: int) -> float:
+    if k < end and idx[k] == j:
+        return data[k]
+    return 0.0
+
+
+@njit(**_JIT)
+def densify_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, out: np.ndarray) -> None:
+    out[:] = 0.0
+    for k in range(p0, p1):
+        out[idx[k]] = data[k]
+
+
+# ---------------------------------------------------------------------- dense vector prims
+
+
+@njit(**_JIT)
+def vsum(a: np.ndarray, n: int) -> float:
+    s = 0.0
+    for k in range(n):
+        s += a[k]
+    return s
+
+
+@njit(**_JIT)
+def vmin(a: np.ndarray, n: int) -> float:
+    r = np.inf
+    for k in range(n):
+        r = s_min(r, a[k])
+    return r
+
+
+@njit(**_JIT)
+def vmax(a: np.ndarray, n: int) -> float:
+    r = -np.inf
+    for k in range(n):
+        r = s_max(r, a[k])
+    return r
+
+
+@njit(**_JIT)
+def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
+    s = 0.0
+    for k in range(n):
+        s += a[k * sa] * b[k * sb]
+    return s
+
+
+@njit(**_JIT)
+def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
+    s = 0.0
+    for k in range(U.shape[1]):
+        s += U[i, k] * V[j, k]
+    return s
+
+
+@njit(**_JIT)
+def vect_mult_add(a: np.ndarray, sa: int, s: float, out: np.ndarray, n: int) -> None:
+    """out += a * s (a with stride 0 broadcasts its single element)."""
+    for k in range(n):
+        out[k] += a[k * sa] * s
+
+
+@njit(**_JIT)
+def row_mult_add(w: float, B: np.ndarray, r: int, out: np.ndarray, o: int) -> None:
+    """out[o, :] += w * B[r, :]."""
+    for k in range(B.shape[1]):
+        out[o, k] += w * B[r, k]
+
+
+@njit(**_JIT)
+def vecmat(a: np.ndarray, sa: int, K: int, B: np.ndarray, out: np.ndarray) -> None:
+    """out = a (1 x K) %*% B (K x L), zeros included (0 * NaN is NaN as in the unfused product)."""
+    out[:] = 0.0
+    for k in range(K):
+        x = a[k * sa]
+        for c in range(B.shape[1]):
+            out[c] += x * B[k, c]
+
+
+@njit(**_JIT)
+def outer_add(a: np.ndarray, sa: int, La: int, b: np.ndarray, sb: int, Lb: int, acc: np.ndarray) -> None:
+    """acc += t(a) %*% b for two row vectors."""
+    for p in range(La):
+        x = a[p * sa]
+        for q in range(Lb):
+            acc[p, q] += x * b[q * sb]
+
+
+# --------------------------------------------------------------------- sparse vector prims
+# A sparse row value is the stored range [p0, p1) of the main CSR input, each entry mapped by
+# x -> (x * m) / d. Callers use these only when that map sends 0 to 0 (m finite, d non-zero and
+# not NaN) and the dense operand is finite, so skipping the zeros gives the dense result.
+
+
+@njit(**_JIT)
+def sp_dot(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
+           b: np.ndarray, sb: int) -> float:
+    s = 0.0
+    for k in range(p0, p1):
+        s += ((data[k] * m) / d) * b[idx[k] * sb]
+    return s
+
+
+@njit(**_JIT)
+def sp_sum(data: np.ndarray, p0: int, p1: int, m: float, d: float) -> float:
+    s = 0.0
+    for k in range(p0, p1):
+        s += (data[k] * m) / d
+    return s
+
+
+@njit(**_JIT)
+def sp_min(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> float:
+    r = np.inf if p1 - p0 == L else 0.0
+    for k in range(p0, p1):
+        r = s_min(r, (data[k] * m) / d)
+    return r
+
+
+@njit(**_JIT)
+def sp_max(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> float:
+    r = -np.inf if p1 - p0 == L else 0.0
+    for k in range(p0, p1):
+        r = s_max(r, (data[k] * m) / d)
+    return r
+
+
+@njit(**_JIT)
+def sp_mult_add(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
+                out: np.ndarray) -> None:
+    for k in range(p0, p1):
+        out[idx[k]] += (data[k] * m) / d
+
+
+@njit(**_JIT)
+def sp_vecmat(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
+              B: np.ndarray, out: np.ndarray) -> None:
+    out[:] = 0.0
+    for k in range(p0, p1):
+        x = (data[k] * m) / d
+        r = idx[k]
+        for c in range(B.shape[1]):
+            out[c] += x * B[r, c]
+
+
+@njit(**_JIT)
+def sp_outer_add(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
+                 b: np.ndarray, sb: int, Lb: int, acc: np.ndarray) -> None:
+    for k in range(p0, p1):
+        x = (data[k] * m) / d
+        r = idx[k]
+        for q in range(Lb):
+            acc[r, q] += x * b[q * sb]
+
+
+@njit(**_JIT)
+def zero_safe(m: float, d: float) -> bool:
+    return np.isfinite(m) and d != 0.0 and d == d
+
+
+@njit(**_JIT)
+def kcombine_cols(parts: np.ndarray) -> np.ndarray:
+    """Per-column block partials (nb x m x 2) combined in block order."""
+    m = parts.shape[1]
+    out = np.empty(m)
+    for j in range(m):
+        s = 0.0
+        c = 0.0
+        for b in range(parts.shape[0]):
+            s, c = kadd(s, c, kfin(parts[b, j, 0], parts[b, j, 1]))
+        out[j] = kfin(s, c)
+    return out

@@ -1,0 +1,263 @@
+"""Calling generated kernels: input checks and formats, block sizes, outputs and their finishing.
+
+Why here and not in the generated source: everything that depends on the actual inputs (formats,
+shapes, finiteness, which loop nest to run) is decided once per call in Python; the generated
+kernels only hold the loops, so one compiled kernel serves every input format.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lafuse.codegen import finite
+from lafuse.codegen.emit import Canon
+from lafuse.codegen.prims import kcombine, kcombine_cols
+from lafuse.fusion.cplan import CELL, COL_AGG, COLVEC, FULL_AGG, MAIN, NO_AGG, ROW_AGG, ROWVEC, SCALAR
+from lafuse.runtime.sparse import sp
+
+F64 = np.float64
+E2 = np.empty((0, 0))
+E1 = np.empty(0)
+EI = np.empty(0, dtype=np.int32)
+BLOCK_CELLS = 1 << 14  # minimum work per block
+MAX_BLOCKS = 64
+ACC_BUDGET = 1 << 24  # doubles of per-block partial outputs
+
+
+@dataclass
+class Mat:
+    """A matrix input in kernel form: the dense array or the canonical CSR arrays (the other as
+    empty dummies); ``orig`` is the caller's object (the key of the finiteness memo)."""
+
+    shape: tuple[int, int]
+    sparse: bool
+    a: np.ndarray
+    d: np.ndarray
+    i: np.ndarray
+    p: np.ndarray
+    orig: Any
+
+    @property
+    def nnz(self) -> int:
+        return int(self.p[-1]) if self.sparse and len(self.p) else 0
+
+    def args(self) -> list[Any]:
+        return [self.a, self.d, self.i, self.p]
+
+
+def _index(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a)
+    if a.size == 0 or int(a.max()) < 2**31 - 1:
+        return a.astype(np.int32)
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def is_matrix(v: Any) -> bool:
+    return isinstance(v, np.ndarray) or sp.issparse(v)
+
+
+def as_mat(v: Any, what: str) -> Mat:
+    if sp.issparse(v):
+        c = v if v.format == "csr" else v.tocsr()
+        if c.dtype != F64:
+            c = c.astype(F64)
+        if not c.has_canonical_format:
+            c = c.copy()
+            c.sum_duplicates()
+        return Mat(c.shape, True, E2, np.ascontiguousarray(c.data), _index(c.indices), _index(c.indptr), v)
+    if not isinstance(v, np.ndarray):
+        raise ValueError(f"{what} must be a matrix, got {type(v).__name__}")
+    if v.ndim != 2:
+        raise ValueError(f"{what} must be a 2-D matrix, got {v.ndim}-D")
+    return Mat(v.shape, False, np.ascontiguousarray(v, dtype=F64), E1, EI, EI, v)
+
+
+def dense(v: Any, what: str) -> np.ndarray:
+    if sp.issparse(v):
+        return np.ascontiguousarray(v.toarray(), dtype=F64)
+    if not isinstance(v, np.ndarray) or v.ndim != 2:
+        raise ValueError(f"{what} must be a 2-D matrix")
+    return np.ascontiguousarray(v, dtype=F64)
+
+
+def vector(v: Any, shape: tuple[int, int], what: str) -> np.ndarray:
+    d = dense(v, what)
+    if d.shape != shape:
+        raise ValueError(f"{what} has shape {d.shape}, expected {shape}")
+    return d.reshape(-1)
+
+
+def scalar(v: Any, what: str) -> float:
+    if is_matrix(v):
+        if v.shape != (1, 1):
+            raise ValueError(f"{what} must be a scalar or 1x1 matrix, got shape {v.shape}")
+        return float(dense(v, what)[0, 0])
+    return float(v)
+
+
+def blocks(n: int, m: int, acc: int = 0) -> tuple[int, int]:
+    """Rows per block and block count: a function of the shape only (never of the thread count),
+    so the order in which partials combine, and hence the result, is fixed."""
+    rpb = max(1, -(-BLOCK_CELLS // max(m, 1)), -(-n // MAX_BLOCKS))
+    if acc > 0:
+        rpb = max(rpb, -(-n // max(1, ACC_BUDGET // acc)))
+    return rpb, -(-n // rpb) if n > 0 else 0
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOL_LOCK = threading.Lock()
+
+
+_LOCAL = threading.local()
+
+
+def set_threads(n: int | None) -> None:
+    """Thread count of the kernel calls made by the calling thread (None: Numba's configured count)."""
+    import numba
+
+    cap = numba.config.NUMBA_NUM_THREADS
+    _LOCAL.threads = cap if n is None else max(1, min(int(n), cap))
+
+
+def threads() -> int:
+    t = getattr(_LOCAL, "threads", None)
+    if t is None:
+        set_threads(None)
+        t = _LOCAL.threads
+    return int(t)
+
+
+def launch(kernel: Any, nb: int, *args: Any) -> None:
+    """Run ``kernel(b0, b1, *args)`` over blocks [0, nb) split into contiguous ranges, one per
+    thread (the kernels release the GIL). Which thread runs a block never changes a result."""
+    t = min(threads(), nb)
+    if t <= 1:
+        kernel(0, nb, *args)
+        return
+    with _POOL_LOCK:
+        pool = _POOLS.get(t)
+        if pool is None:
+            pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-codegen")
+    cuts = [nb * k // t for k in range(t + 1)]
+    futs = [pool.submit(kernel, cuts[k], cuts[k + 1], *args) for k in range(t)]
+    for f in futs:
+        f.result()
+
+
+def ordered_min_max(vals: np.ndarray, op: str) -> float:
+    r = np.inf if op == "min" else -np.inf
+    for x in vals:
+        if x != x:
+            return float("nan")
+        r = min(r, x) if op == "min" else max(r, x)
+    return float(r)
+
+
+def make_csr(data: np.ndarray, m: Mat) -> Any:
+    r = sp.csr_array((data, m.i.copy(), m.p.copy()), shape=m.shape)
+    r.eliminate_zeros()
+    return r
+
+
+# ------------------------------------------------------------------------------------ cell
+
+
+def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarray, bool]:
+    """Checked kernel arguments of the input slots: (main, args, scalar array, sides finite)."""
+    ms = next(s for s, a in c.access.items() if a == MAIN)
+    main = as_mat(vals[ms], "the main input")
+    n, m = main.shape
+    sc = np.zeros(max(c.access, default=-1) + 1)
+    args: list[Any] = []
+    fin = True
+    for s in sorted(c.access):
+        acc, v = c.access[s], vals[s]
+        what = f"input {c.perm[s]} ({acc})"
+        if acc == MAIN:
+            args += main.args()
+            continue
+        if acc == SCALAR:
+            sc[s] = scalar(v, what)
+            fin = fin and bool(np.isfinite(sc[s]))
+            continue
+        if acc == CELL:
+            x = as_mat(v, what)
+            if x.shape != (n, m):
+                raise ValueError(f"{what} has shape {x.shape}, expected {(n, m)}")
+            args += [*x.args(), int(x.sparse)]
+        elif acc == ROWVEC:
+            args.append(vector(v, (n, 1), what))
+        elif acc == COLVEC:
+            args.append(vector(v, (1, m), what))
+        else:
+            raise ValueError(f"input access {acc!r} is not valid in a cell plan")
+        if fin and main.sparse:  # only then does the answer matter
+            fin = finite.is_finite(v)
+    return main, args, sc, fin
+
+
+def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
+    plan = c.plan
+    main, args, sc, fin = cell_args(c, vals)
+    n, m = main.shape
+    mode = 0
+    if main.sparse:
+        mode = 2 if plan.sparse_safe and fin and bool(np.all(np.isfinite(lits))) else 1
+    magg = plan.template == "magg"
+    agg = FULL_AGG if magg else plan.agg
+    ops = list(plan.agg_ops) if magg else [plan.agg_op]
+    out, outd, parts = E2, E1, np.empty((0, 0, 0))
+    rpb, nb = blocks(n, m, 2 * m if agg == COL_AGG else 0)
+    if agg == NO_AGG:
+        if mode == 2:
+            outd = np.empty(main.nnz)
+        else:
+            out = np.empty((n, m))
+    elif agg == ROW_AGG:
+        out = np.empty((n, 1))
+    elif agg == FULL_AGG:
+        parts = np.zeros((nb, len(ops), 2))
+    else:
+        parts = np.zeros((nb, m, 2))
+        if ops[0] in ("min", "max"):
+            parts[:, :, 0] = np.inf if ops[0] == "min" else -np.inf
+    launch(kernel, nb, mode, n, m, rpb, nb, lits, sc, *args, out.reshape(-1) if agg == ROW_AGG else out,
+           outd, parts)
+    if agg == NO_AGG:
+        return make_csr(outd, main) if mode == 2 else out
+    if agg == ROW_AGG:
+        if m == 0:
+            out[:] = 0.0
+        return out
+    unseen = mode == 2
+    if agg == FULL_AGG:
+        res = []
+        for r, op in enumerate(ops):
+            if op in ("sum", "sumsq"):
+                res.append(float(kcombine(np.ascontiguousarray(parts[:, r, :]))))
+            else:
+                v = ordered_min_max(parts[:, r, 0], op)
+                if unseen and main.nnz < n * m:
+                    v = ordered_min_max(np.array([v, 0.0]), op)
+                res.append(v)
+        return tuple(res) if magg else res[0]
+    if ops[0] in ("sum", "sumsq"):
+        col = kcombine_cols(parts)
+    else:
+        with np.errstate(all="ignore"):
+            red = np.minimum if ops[0] == "min" else np.maximum
+            col = np.full(m, np.inf if ops[0] == "min" else -np.inf)
+            for b in range(nb):
+                col = red(col, parts[b, :, 0])
+            if unseen:
+                gaps = np.bincount(main.i, minlength=m) < n
+                col = np.where(gaps, red(col, 0.0), col)
+    if n == 0:
+        col[:] = 0.0
+    return col.reshape(1, m)
