@@ -9,6 +9,7 @@ them), never by the plan's own input positions or literal values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lafuse.fusion.cplan import CNode, CPlan
 
@@ -38,6 +39,7 @@ class Canon:
     nlits: int = 0
     perm: tuple[int, ...] = ()
     mm_slot: int = -1
+    memo: dict[str, Any] = field(default_factory=dict)  # per-template analyses of this plan
 
     def var(self, n: CNode) -> str:
         return self.name[id(n)]

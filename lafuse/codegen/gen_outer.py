@@ -53,8 +53,8 @@ def generate_outer(plan: CPlan, key: str) -> str:
         if n.op == "uv":
             if not us or not vs:
                 raise ValueError("uv needs OUTER_U and OUTER_V inputs")
-            u, w = c.slot[int(n.children[0].arg)], c.slot[int(n.children[1].arg)]  # type: ignore[call-overload]
-            body.append(f"{v} = dot_rows(a{u}, i, a{w}, j)")
+            us_, vs_ = c.slot[int(n.children[0].arg)], c.slot[int(n.children[1].arg)]  # type: ignore[call-overload]
+            body.append(f"{v} = dot_rows(a{us_}, i, a{vs_}, j)")
             continue
         if n.op != "input":
             body.append(f"{v} = {scalar_op(n.op, [c.var(ch) for ch in n.children])}")

@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+_jit = njit(cache=True, error_model="numpy", nogil=True)
 EPS = 2.0 ** -53  # UtilFunctions.DOUBLE_EPS
 TWO63 = 9.223372036854776e18
 
 # ----------------------------------------------------------------------------- scalar ops
 
 
-@njit(**_JIT)
+@_jit
 def s_pow(a: float, b: float) -> float:
     if b != b:
         return np.nan
@@ -30,7 +30,7 @@ def s_pow(a: float, b: float) -> float:
     return np.power(a, b)
 
 
-@njit(**_JIT)
+@_jit
 def s_intdiv(a: float, b: float) -> float:
     q = a / b
     if np.isfinite(q):
@@ -38,28 +38,28 @@ def s_intdiv(a: float, b: float) -> float:
     return q
 
 
-@njit(**_JIT)
+@_jit
 def s_mod(a: float, b: float) -> float:
     if b == 0.0:
         return np.nan
     return a - s_intdiv(a, b) * b
 
 
-@njit(**_JIT)
+@_jit
 def s_min(a: float, b: float) -> float:
     if a != a or b != b:
         return np.nan
     return a if a < b else b
 
 
-@njit(**_JIT)
+@_jit
 def s_max(a: float, b: float) -> float:
     if a != a or b != b:
         return np.nan
     return a if a > b else b
 
 
-@njit(**_JIT)
+@_jit
 def s_round(x: float) -> float:
     """Java Math.round as a double: half up, NaN -> 0, saturating at the long range."""
     if x != x:
@@ -74,7 +74,7 @@ def s_round(x: float) -> float:
     return r
 
 
-@njit(**_JIT)
+@_jit
 def s_sign(x: float) -> float:
     if x != x:
         return np.nan
@@ -83,7 +83,7 @@ def s_sign(x: float) -> float:
     return 1.0 if x > 0.0 else -1.0
 
 
-@njit(**_JIT)
+@_jit
 def b2d(c: bool) -> float:
     return 1.0 if c else 0.0
 
@@ -91,7 +91,7 @@ def b2d(c: bool) -> float:
 # ------------------------------------------------------------------------ compensated sums
 
 
-@njit(**_JIT)
+@_jit
 def kadd(s: float, c: float, x: float) -> tuple[float, float]:
     """One Neumaier step. Once ``s`` is non-finite it stays so and ``c`` is ignored (:func:`kfin`)."""
     t = s + x
@@ -102,12 +102,12 @@ def kadd(s: float, c: float, x: float) -> tuple[float, float]:
     return t, c
 
 
-@njit(**_JIT)
+@_jit
 def kfin(s: float, c: float) -> float:
     return s + c if np.isfinite(s) else s
 
 
-@njit(**_JIT)
+@_jit
 def kcombine(parts: np.ndarray) -> float:
     """Block partials (sum, compensation) combined in block order: independent of thread count."""
     s = 0.0
@@ -120,7 +120,7 @@ def kcombine(parts: np.ndarray) -> float:
 # ------------------------------------------------------------------------ finiteness check
 
 
-@njit(**_JIT)
+@_jit
 def all_finite(a: np.ndarray) -> bool:
     for k in range(a.shape[0]):
         if not np.isfinite(a[k]):
@@ -131,7 +131,7 @@ def all_finite(a: np.ndarray) -> bool:
 # ------------------------------------------------------------------------- CSR row access
 
 
-@njit(**_JIT)
+@_jit
 def csr_seek(idx: np.ndarray, k: int, end: int, j: int) -> int:
     """Advance a row cursor to the first stored column >= j (callers read columns in order)."""
     while k < end and idx[k] < j:
@@ -139,14 +139,14 @@ def csr_seek(idx: np.ndarray, k: int, end: int, j: int) -> int:
     return k
 
 
-@njit(**_JIT)
+@_jit
 def csr_get(data: np.ndarray, idx: np.ndarray, k: int, end: int, j: int) -> float:
     if k < end and idx[k] == j:
         return data[k]
     return 0.0
 
 
-@njit(**_JIT)
+@_jit
 def densify_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, out: np.ndarray) -> None:
     out[:] = 0.0
     for k in range(p0, p1):
@@ -156,7 +156,7 @@ def densify_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, out: np.nda
 # ---------------------------------------------------------------------- dense vector prims
 
 
-@njit(**_JIT)
+@_jit
 def vsum(a: np.ndarray, n: int) -> float:
     s = 0.0
     for k in range(n):
@@ -164,7 +164,7 @@ def vsum(a: np.ndarray, n: int) -> float:
     return s
 
 
-@njit(**_JIT)
+@_jit
 def vmin(a: np.ndarray, n: int) -> float:
     r = np.inf
     for k in range(n):
@@ -172,7 +172,7 @@ def vmin(a: np.ndarray, n: int) -> float:
     return r
 
 
-@njit(**_JIT)
+@_jit
 def vmax(a: np.ndarray, n: int) -> float:
     r = -np.inf
     for k in range(n):
@@ -180,7 +180,7 @@ def vmax(a: np.ndarray, n: int) -> float:
     return r
 
 
-@njit(**_JIT)
+@_jit
 def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
     s = 0.0
     for k in range(n):
@@ -188,7 +188,7 @@ def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
     return s
 
 
-@njit(**_JIT)
+@_jit
 def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
     s = 0.0
     for k in range(U.shape[1]):
@@ -196,21 +196,21 @@ def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
     return s
 
 
-@njit(**_JIT)
+@_jit
 def vect_mult_add(a: np.ndarray, sa: int, s: float, out: np.ndarray, n: int) -> None:
     """out += a * s (a with stride 0 broadcasts its single element)."""
     for k in range(n):
         out[k] += a[k * sa] * s
 
 
-@njit(**_JIT)
+@_jit
 def row_mult_add(w: float, B: np.ndarray, r: int, out: np.ndarray, o: int) -> None:
     """out[o, :] += w * B[r, :]."""
     for k in range(B.shape[1]):
         out[o, k] += w * B[r, k]
 
 
-@njit(**_JIT)
+@_jit
 def vecmat(a: np.ndarray, sa: int, K: int, B: np.ndarray, out: np.ndarray) -> None:
     """out = a (1 x K) %*% B (K x L), zeros included (0 * NaN is NaN as in the unfused product)."""
     out[:] = 0.0
@@ -220,7 +220,7 @@ def vecmat(a: np.ndarray, sa: int, K: int, B: np.ndarray, out: np.ndarray) -> No
             out[c] += x * B[k, c]
 
 
-@njit(**_JIT)
+@_jit
 def outer_add(a: np.ndarray, sa: int, La: int, b: np.ndarray, sb: int, Lb: int, acc: np.ndarray) -> None:
     """acc += t(a) %*% b for two row vectors."""
     for p in range(La):
@@ -235,7 +235,7 @@ def outer_add(a: np.ndarray, sa: int, La: int, b: np.ndarray, sb: int, Lb: int, 
 # not NaN) and the dense operand is finite, so skipping the zeros gives the dense result.
 
 
-@njit(**_JIT)
+@_jit
 def sp_dot(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
            b: np.ndarray, sb: int) -> float:
     s = 0.0
@@ -244,7 +244,7 @@ def sp_dot(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: flo
     return s
 
 
-@njit(**_JIT)
+@_jit
 def sp_sum(data: np.ndarray, p0: int, p1: int, m: float, d: float) -> float:
     s = 0.0
     for k in range(p0, p1):
@@ -252,7 +252,7 @@ def sp_sum(data: np.ndarray, p0: int, p1: int, m: float, d: float) -> float:
     return s
 
 
-@njit(**_JIT)
+@_jit
 def sp_min(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> float:
     r = np.inf if p1 - p0 == L else 0.0
     for k in range(p0, p1):
@@ -260,7 +260,7 @@ def sp_min(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> fl
     return r
 
 
-@njit(**_JIT)
+@_jit
 def sp_max(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> float:
     r = -np.inf if p1 - p0 == L else 0.0
     for k in range(p0, p1):
@@ -268,14 +268,14 @@ def sp_max(data: np.ndarray, p0: int, p1: int, m: float, d: float, L: int) -> fl
     return r
 
 
-@njit(**_JIT)
+@_jit
 def sp_mult_add(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
                 out: np.ndarray) -> None:
     for k in range(p0, p1):
         out[idx[k]] += (data[k] * m) / d
 
 
-@njit(**_JIT)
+@_jit
 def sp_vecmat(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
               B: np.ndarray, out: np.ndarray) -> None:
     out[:] = 0.0
@@ -286,7 +286,7 @@ def sp_vecmat(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: 
             out[c] += x * B[r, c]
 
 
-@njit(**_JIT)
+@_jit
 def sp_outer_add(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
                  b: np.ndarray, sb: int, Lb: int, acc: np.ndarray) -> None:
     for k in range(p0, p1):
@@ -296,12 +296,12 @@ def sp_outer_add(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, 
             acc[r, q] += x * b[q * sb]
 
 
-@njit(**_JIT)
+@_jit
 def zero_safe(m: float, d: float) -> bool:
     return np.isfinite(m) and d != 0.0 and d == d
 
 
-@njit(**_JIT)
+@_jit
 def kcombine_cols(parts: np.ndarray) -> np.ndarray:
     """Per-column block partials (nb x m x 2) combined in block order."""
     m = parts.shape[1]
@@ -313,3 +313,19 @@ def kcombine_cols(parts: np.ndarray) -> np.ndarray:
             s, c = kadd(s, c, kfin(parts[b, j, 0], parts[b, j, 1]))
         out[j] = kfin(s, c)
     return out
+
+
+@_jit
+def all_finite_n(a: np.ndarray, n: int) -> bool:
+    for k in range(n):
+        if not np.isfinite(a[k]):
+            return False
+    return True
+
+
+@_jit
+def sp_scatter_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float, d: float,
+                   out: np.ndarray, i: int) -> None:
+    out[i, :] = 0.0
+    for k in range(p0, p1):
+        out[i, idx[k]] = (data[k] * m) / d

@@ -121,7 +121,7 @@ def set_threads(n: int | None) -> None:
     """Thread count of the kernel calls made by the calling thread (None: Numba's configured count)."""
     import numba
 
-    cap = numba.config.NUMBA_NUM_THREADS
+    cap = int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))
     _LOCAL.threads = cap if n is None else max(1, min(int(n), cap))
 
 

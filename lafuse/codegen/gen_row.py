@@ -1,0 +1,316 @@
+"""Row template: iterates the rows of the main input; nodes are scalars or row vectors.
+
+Vector intermediates live in buffers allocated once per block (never per row). Two bodies:
+
+* dense (mode 0: dense main, whose row is a view; mode 1: CSR main, each row densified into a
+  block buffer), which handles every plan;
+* sparse (mode 2, only for plans whose uses of the main row all have sparse forms): the main row
+  stays the stored range [p0, p1) of the CSR, possibly scaled (``X_i * s``, ``X_i / s``), and is
+  consumed by dot, vecmat, row aggregates and the output accumulation in O(nnz of the row), so
+  ``t(X) %*% (X %*% v)`` costs O(nnz(X)). Skipping zeros is exact only when the scale maps 0 to 0
+  and the dense operand it meets is finite; a row where that fails falls back to the dense body.
+
+Kernel arguments: ``b0, b1, mode, n, m, rpb, nb, lits, sc, lens`` (the run-time length of every
+node, see :func:`analyze`), the input slots (MAIN/CELL as in the cell template, ROWVEC/COLVEC
+flat, MATRIX dense), then ``out`` (NO_AGG) and ``parts`` (per-block partials: nb x L for COL_AGG
+and COL_AGG_T, nb x 2 for FULL_AGG, nb x L1 x L2 for COL_AGG_B1_T).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lafuse.codegen.emit import HEADER, JIT, Canon, canon, indent, scalar_op
+from lafuse.codegen.gen_cell import main_slot, slot_args
+from lafuse.fusion.cplan import (
+    CELL,
+    COL_AGG,
+    COL_AGG_B1_T,
+    COL_AGG_T,
+    COLVEC,
+    FULL_AGG,
+    MAIN,
+    MATRIX,
+    NO_AGG,
+    ROWVEC,
+    SCALAR,
+    CNode,
+    CPlan,
+)
+
+ROW_AGGS = (NO_AGG, COL_AGG, FULL_AGG, COL_AGG_T, COL_AGG_B1_T)
+_SP_CONSUMERS = ("dot", "vecmat", "rowSums", "rowMins", "rowMaxs", "*", "/")
+
+
+@dataclass
+class RowInfo:
+    """Static kinds ("S" scalar, "V" vector, "M" a MATRIX operand) and the sparse analysis."""
+
+    c: Canon
+    kind: dict[int, str] = field(default_factory=dict)
+    sparse: set[int] = field(default_factory=set)  # nodes that are a scaled main row in mode 2
+    scale_of: dict[int, CNode] = field(default_factory=dict)  # sparse node -> its scalar factor
+    len1: list[CNode] = field(default_factory=list)  # vector factors mode 2 needs of length 1
+    sparse_ok: bool = False
+
+
+def analyze(plan: CPlan, c: Canon | None = None) -> RowInfo:
+    c = c or canon(plan)
+    info = RowInfo(c)
+    users: dict[int, list[CNode]] = {}
+    for n in c.order:
+        for ch in n.children:
+            users.setdefault(id(ch), []).append(n)
+        if n.op == "input":
+            k = {MAIN: "V", CELL: "V", COLVEC: "V", ROWVEC: "S", SCALAR: "S", MATRIX: "M"}.get(n.access)
+            if k is None:
+                raise ValueError(f"input access {n.access!r} is not valid in a row plan")
+        elif n.op == "literal" or n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
+            k = "S"
+        elif n.op == "vecmat":
+            if info.kind[id(n.children[1])] != "M":
+                raise ValueError("vecmat's second operand must be a MATRIX input")
+            k = "V"
+        else:
+            kinds = [info.kind[id(ch)] for ch in n.children]
+            if "M" in kinds:
+                raise ValueError(f"a MATRIX input can only be vecmat's right operand, not {n.op}'s")
+            k = "V" if "V" in kinds else "S"
+        info.kind[id(n)] = k
+    # sparse form: the main row, and products/quotients of a sparse node by a non-sparse scalar
+    for n in c.order:
+        if n.op == "input" and n.access == MAIN:
+            info.sparse.add(id(n))
+        elif n.op in ("*", "/") and len(n.children) == 2:
+            a, b = n.children
+            if n.op == "*" and id(b) in info.sparse and id(a) not in info.sparse:
+                a, b = b, a
+            if id(a) in info.sparse and id(b) not in info.sparse:
+                info.sparse.add(id(n))
+                info.scale_of[id(n)] = b
+                if info.kind[id(b)] == "V":
+                    info.len1.append(b)
+    ok = True
+    for n in c.order:
+        for pos, ch in enumerate(n.children):
+            if id(ch) not in info.sparse:
+                continue
+            if n.op not in _SP_CONSUMERS or id(n) in info.sparse and ch is not _base(n, info):
+                ok = False
+            if n.op in ("*", "/") and id(n) not in info.sparse:
+                ok = False
+            if n.op == "vecmat" and pos != 0:
+                ok = False
+            if n.op == "dot" and all(id(x) in info.sparse for x in n.children):
+                ok = False
+    if plan.root2 is not None and id(plan.root2) in info.sparse:
+        ok = False
+    info.sparse_ok = ok
+    return info
+
+
+def _base(n: CNode, info: RowInfo) -> CNode:
+    """The sparse operand of a sparse product/quotient node."""
+    a, b = n.children
+    return a if id(a) in info.sparse and info.scale_of[id(n)] is b else b
+
+
+class _Emitter:
+    def __init__(self, info: RowInfo, ms: int) -> None:
+        self.info = info
+        self.c = info.c
+        self.ms = ms
+
+    def v(self, n: CNode) -> str:
+        return self.c.var(n)
+
+    def idx(self, n: CNode) -> int:
+        return int(self.v(n)[1:])
+
+    def elem(self, n: CNode, q: str) -> str:
+        """Element q of a node (a scalar broadcasts)."""
+        if self.info.kind[id(n)] == "V":
+            return f"{self.v(n)}[{q} * z{self.idx(n)}]"
+        return self.v(n)
+
+    def arr(self, n: CNode) -> tuple[list[str], str, str]:
+        """(lines, array expression, stride) of a node used where an array is needed."""
+        if self.info.kind[id(n)] == "V":
+            return [], self.v(n), f"z{self.idx(n)}"
+        return [f"w{self.idx(n)}[0] = {self.v(n)}"], f"w{self.idx(n)}", "0"
+
+    def scalar(self, n: CNode) -> str:
+        return f"{self.v(n)}[0]" if self.info.kind[id(n)] == "V" else self.v(n)
+
+    def node(self, n: CNode, main_sparse: bool) -> list[str]:
+        c, info, v, k = self.c, self.info, self.v(n), self.idx(n)
+        if n.op == "literal":
+            return []
+        if n.op == "input":
+            s = c.slot[int(n.arg)]  # type: ignore[call-overload]
+            if n.access == MAIN:
+                return [f"sm{k} = 1.0", f"sd{k} = 1.0"] if main_sparse else [f"{v} = xv"]
+            if n.access == CELL:
+                return [f"if f{s}:",
+                        f"    densify_row(d{s}, i{s}, p{s}[i], p{s}[i + 1], cb{s})",
+                        f"    {v} = cb{s}",
+                        "else:",
+                        f"    {v} = a{s}[i]"]
+            if n.access == ROWVEC:
+                return [f"{v} = a{s}[i]"]
+            return []  # COLVEC, SCALAR, MATRIX: kernel-level values
+        ch = n.children
+        if main_sparse and id(n) in info.sparse:
+            base = _base(n, info)
+            b = base.op == "input" and base.access == MAIN
+            kb = self.idx(base)
+            sm, sd = ("1.0", "1.0") if b else (f"sm{kb}", f"sd{kb}")
+            sc = self.scalar(info.scale_of[id(n)])
+            if n.op == "*":
+                return [f"sm{k} = {sm} * {sc}", f"sd{k} = {sd}"]
+            return [f"sm{k} = {sm}", f"sd{k} = {sd} * {sc}"]
+        sp = [x for x in ch if main_sparse and id(x) in info.sparse]
+        if sp:
+            x = sp[0]
+            kx = self.idx(x)
+            rng = f"d{self.ms}, i{self.ms}, lo, hi, sm{kx}, sd{kx}"
+            lines = [f"if not zero_safe(sm{kx}, sd{kx}):", "    bad = True"]
+            if n.op == "dot":
+                o = ch[1] if ch[0] is x else ch[0]
+                pre, arr, z = self.arr(o)
+                lines += pre
+                if info.kind[id(o)] == "S":
+                    lines += [f"if not np.isfinite({self.v(o)}):", "    bad = True"]
+                elif not (o.op == "input" and o.access == COLVEC):
+                    lines += [f"if not all_finite_n({arr}, L{k}):", "    bad = True"]
+                return lines + [f"{v} = sp_dot({rng}, {arr}, {z})"]
+            if n.op == "rowSums":
+                return lines + [f"{v} = sp_sum(d{self.ms}, lo, hi, sm{kx}, sd{kx})"]
+            if n.op in ("rowMins", "rowMaxs"):
+                f = "sp_min" if n.op == "rowMins" else "sp_max"
+                return lines + [f"{v} = {f}(d{self.ms}, lo, hi, sm{kx}, sd{kx}, m)"]
+            if n.op == "vecmat":
+                return lines + [f"sp_vecmat({rng}, a{self.slot(ch[1])}, t{k})", f"{v} = t{k}"]
+            raise ValueError(f"{n.op} has no sparse form")  # pragma: no cover - analyze() excludes it
+        if n.op in ("rowSums", "rowMins", "rowMaxs"):
+            if info.kind[id(ch[0])] == "S":
+                return [f"{v} = {self.v(ch[0])}"]
+            f = {"rowSums": "vsum", "rowMins": "vmin", "rowMaxs": "vmax"}[n.op]
+            return [f"{v} = {f}({self.v(ch[0])}, L{self.idx(ch[0])})"]
+        if n.op == "dot":
+            pa, aa, za = self.arr(ch[0])
+            pb, ab, zb = self.arr(ch[1])
+            return pa + pb + [f"{v} = dot({aa}, {za}, {ab}, {zb}, L{k})"]
+        if n.op == "vecmat":
+            pa, aa, za = self.arr(ch[0])
+            B = f"a{self.slot(ch[1])}"
+            return pa + [f"vecmat({aa}, {za}, {B}.shape[0], {B}, t{k})", f"{v} = t{k}"]
+        if info.kind[id(n)] == "S":
+            return [f"{v} = {scalar_op(n.op, [self.v(x) for x in ch])}"]
+        return [f"for q in range(L{k}):",
+                f"    t{k}[q] = {scalar_op(n.op, [self.elem(x, 'q') for x in ch])}",
+                f"{v} = t{k}"]
+
+    def slot(self, n: CNode) -> int:
+        return self.c.slot[int(n.arg)]  # type: ignore[call-overload]
+
+
+def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
+    r = plan.root
+    k, v = e.idx(r), e.v(r)
+    vec = e.info.kind[id(r)] == "V"
+    if plan.agg == NO_AGG:
+        return ([f"for q in range(L{k}):", f"    out[i, q] = {e.elem(r, 'q')}"] if vec else [f"out[i, 0] = {v}"])
+    if plan.agg in (COL_AGG, COL_AGG_T):
+        return [f"vect_mult_add({v}, z{k}, 1.0, acc, L{k})"] if vec else [f"acc[0] += {v}"]
+    if plan.agg == FULL_AGG:
+        return ([f"for q in range(L{k}):", f"    s0, k0 = kadd(s0, k0, {v}[q * z{k}])"] if vec
+                else [f"s0, k0 = kadd(s0, k0, {v})"])
+    assert plan.root2 is not None
+    pa, aa, za = e.arr(r)
+    pb, ab, zb = e.arr(plan.root2)
+    return pa + pb + [f"outer_add({aa}, {za}, L{k}, {ab}, {zb}, L{e.idx(plan.root2)}, acc)"]
+
+
+def _consume_sparse(e: _Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
+    """(checks, accumulation) of a sparse root."""
+    r = plan.root
+    k = e.idx(r)
+    rng = f"d{e.ms}, i{e.ms}, lo, hi, sm{k}, sd{k}"
+    checks = [f"if not zero_safe(sm{k}, sd{k}):", "    bad = True"]
+    if plan.agg == NO_AGG:
+        return checks, [f"sp_scatter_row({rng}, out, i)"]
+    if plan.agg in (COL_AGG, COL_AGG_T):
+        return checks, [f"sp_mult_add({rng}, acc)"]
+    if plan.agg == FULL_AGG:
+        return checks, [f"s0, k0 = kadd(s0, k0, sp_sum(d{e.ms}, lo, hi, sm{k}, sd{k}))"]
+    assert plan.root2 is not None
+    pb, ab, zb = e.arr(plan.root2)
+    k2 = e.idx(plan.root2)
+    if e.info.kind[id(plan.root2)] == "V":
+        checks += [f"if not all_finite_n({ab}, L{k2}):", "    bad = True"]
+    else:
+        checks += [f"if not np.isfinite({e.v(plan.root2)}):", "    bad = True"]
+    checks += pb
+    return checks, [f"sp_outer_add({rng}, {ab}, {zb}, L{k2}, acc)"]
+
+
+def generate_row(plan: CPlan, key: str) -> str:
+    if plan.agg not in ROW_AGGS:
+        raise ValueError(f"the row template has no aggregation {plan.agg!r}")
+    if plan.agg == COL_AGG_B1_T and plan.root2 is None:
+        raise ValueError("COL_AGG_B1_T needs root2")
+    info = analyze(plan)
+    c = info.c
+    ms = main_slot(c)
+    e = _Emitter(info, ms)
+    top: list[str] = []
+    alloc = ["xb = np.empty(max(m, 1))"]
+    for n in c.order:
+        k = e.idx(n)
+        if n.op == "literal":
+            top.append(f"{e.v(n)} = lits[{c.lit[id(n)]}]")
+        elif n.op == "input" and n.access == SCALAR:
+            top.append(f"{e.v(n)} = sc[{e.slot(n)}]")
+        elif n.op == "input" and n.access == COLVEC:
+            top.append(f"{e.v(n)} = a{e.slot(n)}")
+        elif n.op == "input" and n.access == CELL:
+            alloc.append(f"cb{e.slot(n)} = np.empty(max(cw{e.slot(n)}, 1))")
+        top += [f"L{k} = lens[{k}]", f"z{k} = 1 if L{k} > 1 else 0"]
+        if info.kind[id(n)] == "V":
+            if n.op != "input":
+                alloc.append(f"t{k} = np.empty(max(L{k}, 1))")
+        else:
+            alloc.append(f"w{k} = np.empty(1)")
+    for s, acc in c.access.items():
+        if acc == CELL:
+            top.append(f"cw{s} = lens[{len(c.order) + s}]")
+    dense_body = ["if mode == 0:", f"    xv = a{ms}[i]", "else:",
+                  f"    densify_row(d{ms}, i{ms}, p{ms}[i], p{ms}[i + 1], xb)", "    xv = xb"]
+    for n in c.order:
+        dense_body += e.node(n, False)
+    dense_body += _consume_dense(e, plan)
+    row = ["use_dense = mode != 2"]
+    if info.sparse_ok:
+        sparse_body = [f"lo = p{ms}[i]", f"hi = p{ms}[i + 1]", "bad = False"]
+        for n in c.order:
+            sparse_body += e.node(n, True)
+        if id(plan.root) in info.sparse:
+            checks, accum = _consume_sparse(e, plan)
+        else:
+            checks, accum = [], _consume_dense(e, plan)
+        sparse_body += checks + ["if bad:", "    use_dense = True", "else:"] + indent(accum, 1)
+        row += ["if mode == 2:"] + indent(sparse_body, 1)
+    row += ["if use_dense:"] + indent(dense_body, 1)
+    block = ["r0 = b * rpb", "r1 = min(n, r0 + rpb)", *alloc]
+    if plan.agg in (COL_AGG, COL_AGG_T, COL_AGG_B1_T):
+        block.append("acc = parts[b]")
+    if plan.agg == FULL_AGG:
+        block += ["s0 = 0.0", "k0 = 0.0"]
+    block += ["for i in range(r0, r1):"] + indent(row, 1)
+    if plan.agg == FULL_AGG:
+        block += ["parts[b, 0] = s0", "parts[b, 1] = k0"]
+    args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", "lens", *slot_args(c), "out", "parts"]
+    lines = [JIT, f"def kernel({', '.join(args)}):"]
+    lines += indent(top + ["for b in range(b0, b1):"] + indent(block, 1), 1)
+    return HEADER.format(hash=key) + "\n".join(lines) + "\n"

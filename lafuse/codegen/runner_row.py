@@ -1,0 +1,137 @@
+"""Calling row-template kernels: run-time vector lengths, the sparse mode decision, outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lafuse.codegen import finite
+from lafuse.codegen.emit import Canon
+from lafuse.codegen.gen_row import RowInfo, analyze
+from lafuse.codegen.prims import kcombine
+from lafuse.codegen.runner import E2, as_mat, blocks, dense, launch, scalar, vector
+from lafuse.fusion.cplan import (
+    CELL,
+    COL_AGG,
+    COL_AGG_B1_T,
+    COL_AGG_T,
+    COLVEC,
+    FULL_AGG,
+    MAIN,
+    MATRIX,
+    NO_AGG,
+    ROWVEC,
+    SCALAR,
+)
+
+def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
+    """Length of every node (1 for scalars; for dot the length of its operands), checked."""
+    c = info.c
+    out = np.ones(len(c.order) + max(c.access, default=-1) + 1, dtype=np.int64)
+    for s, w in width.items():
+        out[len(c.order) + s] = w
+    for k, n in enumerate(c.order):
+        kind = info.kind[id(n)]
+        if n.op == "input":
+            if kind == "V":
+                out[k] = width[c.slot[int(n.arg)]]  # type: ignore[call-overload]
+            continue
+        if n.op == "vecmat":
+            a, b = n.children
+            B = width[c.slot[int(b.arg)]]  # type: ignore[call-overload]
+            rows = width[-1 - c.slot[int(b.arg)]]  # type: ignore[call-overload]
+            la = int(out[int(c.var(a)[1:])])
+            if la != rows:
+                raise ValueError(f"vecmat: a 1 x {la} row times a {rows} x {B} matrix")
+            out[k] = B
+            continue
+        if kind == "V" or n.op == "dot":
+            ls = {int(out[int(c.var(ch)[1:])]) for ch in n.children if info.kind[id(ch)] == "V"}
+            big = ls - {1}
+            if len(big) > 1:
+                raise ValueError(f"{n.op}: row vectors of lengths {sorted(ls)} do not match")
+            out[k] = big.pop() if big else 1
+    return out
+
+
+def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
+    plan = c.plan
+    info = c.memo.get("row")
+    if info is None:
+        info = c.memo["row"] = analyze(plan, c)
+    ms = next(s for s, a in c.access.items() if a == MAIN)
+    main = as_mat(vals[ms], "the main input")
+    n, m = main.shape
+    sc = np.zeros(max(c.access, default=-1) + 1)
+    args: list[Any] = []
+    width: dict[int, int] = {}
+    fin = True
+    for s in sorted(c.access):
+        acc, v = c.access[s], vals[s]
+        what = f"input {c.perm[s]} ({acc})"
+        if acc == MAIN:
+            args += main.args()
+            width[s] = m
+            continue
+        if acc == SCALAR:
+            sc[s] = scalar(v, what)
+            fin = fin and bool(np.isfinite(sc[s]))
+            continue
+        if acc == CELL:
+            x = as_mat(v, what)
+            if x.shape[0] != n:
+                raise ValueError(f"{what} has {x.shape[0]} rows, expected {n}")
+            args += [*x.args(), int(x.sparse)]
+            width[s] = x.shape[1]
+        elif acc == ROWVEC:
+            args.append(vector(v, (n, 1), what))
+        elif acc == COLVEC:
+            d = dense(v, what)
+            if d.shape[0] != 1:
+                raise ValueError(f"{what} must be a row vector, has shape {d.shape}")
+            args.append(d.reshape(-1))
+            width[s] = d.shape[1]
+        elif acc == MATRIX:
+            d = dense(v, what)
+            args.append(d)
+            width[s], width[-1 - s] = d.shape[1], d.shape[0]
+        else:
+            raise ValueError(f"input access {acc!r} is not valid in a row plan")
+        if fin and main.sparse and info.sparse_ok:
+            fin = finite.is_finite(v)
+    lens = _lens(info, width)
+    mode = 0
+    if main.sparse:
+        mode = 1
+        if info.sparse_ok and fin and bool(np.all(np.isfinite(lits))) and \
+                all(int(lens[int(c.var(x)[1:])]) == 1 for x in info.len1):
+            mode = 2
+    root = int(c.var(plan.root)[1:])
+    L = int(lens[root])
+    out, parts = E2, np.zeros((0, 0))
+    if plan.agg == NO_AGG:
+        out = np.zeros((n, L))
+        rpb, nb = blocks(n, m)
+    elif plan.agg == FULL_AGG:
+        rpb, nb = blocks(n, m)
+        parts = np.zeros((nb, 2))
+    elif plan.agg == COL_AGG_B1_T:
+        assert plan.root2 is not None
+        L2 = int(lens[int(c.var(plan.root2)[1:])])
+        rpb, nb = blocks(n, m, L * L2)
+        parts = np.zeros((nb, L, L2))
+    else:
+        rpb, nb = blocks(n, m, L)
+        parts = np.zeros((nb, L))
+    launch(kernel, nb, mode, n, m, rpb, nb, lits, sc, lens, *args, out, parts)
+    if plan.agg == NO_AGG:
+        return out
+    if plan.agg == FULL_AGG:
+        return float(kcombine(parts))
+    total = np.add.reduce(parts, axis=0) if nb > 0 else np.zeros(parts.shape[1:])
+    if plan.agg == COL_AGG:
+        return total.reshape(1, L)
+    if plan.agg == COL_AGG_T:
+        return total.reshape(L, 1)
+    return np.ascontiguousarray(total)
