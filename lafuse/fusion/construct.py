@@ -31,10 +31,6 @@ Cuts = frozenset[tuple[int, int]]
 PREFERENCE = {"outer": 0, "cell": 1, "row": 2}
 OPCODES = {"cell": "spoofCell", "row": "spoofRA", "magg": "spoofMA", "outer": "spoofOP"}
 
-# unary operators with f(0) == 0
-_ZERO_UNARY = {"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh", "tanh"}
-
-
 @dataclass
 class FusedOp:
     template: str
@@ -126,34 +122,6 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
 
 
 # ----------------------------------------------------------------------------------- CPlans
-
-def _zero_safe(n: C.CNode, main: int, outer: bool) -> bool:
-    """f == 0 wherever the (sparse) main input is 0, with the unfused operators' semantics: a zero
-    of a sparse operand annihilates ``*`` and ``&`` whatever the other operand holds (SystemDS's
-    sparse-safe rule, which lafuse's unfused kernels follow too), while every other operator keeps
-    zeros only if it maps the actual zero to zero (``0 / y`` is NaN for y == 0: not safe, except
-    under the Outer template's documented rule)."""
-    if n.op == "input":
-        return n.access == C.MAIN
-    if n.op == "literal":
-        return float(n.arg) == 0.0  # type: ignore[arg-type]
-    if n.op == "uv":
-        return False
-    ch = n.children
-    if n.op in ("*", "&"):
-        return any(_zero_safe(c, main, outer) for c in ch)
-    if n.op == "/":
-        return outer and _zero_safe(ch[0], main, outer)
-    if n.op in ("+", "-", "min", "max", "!=", "<", ">", "|", "xor"):
-        return _zero_safe(ch[0], main, outer) and _zero_safe(ch[1], main, outer)
-    if n.op == "^":
-        return _zero_safe(ch[0], main, outer) and ch[1].op == "literal" and float(ch[1].arg) > 0  # type: ignore[arg-type]
-    if n.op in _ZERO_UNARY:
-        return _zero_safe(ch[0], main, outer)
-    if n.op == "ifelse":
-        return _zero_safe(ch[0], main, outer) and _zero_safe(ch[2], main, outer)
-    return False
-
 
 class _Unsupported(Exception):
     pass
@@ -288,7 +256,7 @@ def _cell_cplan(op: FusedOp) -> None:
             expr = node(expr_root, cand) if r >= 0 else bld.input(expr_root, C.MAIN)
         else:
             expr = node(root, cand)
-        safe = _zero_safe(expr, 0, outer=False)
+        safe = C.zero_safe(expr, outer=False)
         if best is None or safe:
             best = (expr, list(bld.inputs), safe)
         if safe:
@@ -443,7 +411,7 @@ def _outer_cplan(op: FusedOp) -> None:
             return out
 
         expr = node(expr_root)
-        if _zero_safe(expr, 0, outer=True):
+        if C.zero_safe(expr, outer=True):
             mm = -1
             if mm_hop is not None:
                 if mm_hop.id not in bld.pos:

@@ -153,6 +153,78 @@ class CPlan:
         return hashlib.sha256(text.encode()).hexdigest()[:32], tuple(order), tuple(lits)
 
 
+# unary operators with f(0) == 0
+ZERO_UNARY = {"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh", "tanh"}
+
+
+def _full(n: CNode) -> bool:
+    """The node is a full-size matrix expression (reads the main or a cell-aligned input)."""
+    if n.op == "input":
+        return n.access in (MAIN, CELL)
+    return any(_full(c) for c in n.children)
+
+
+def zero_safe(n: CNode, outer: bool = False) -> bool:
+    """f == 0 wherever the (sparse) main input is 0, with the unfused operators' semantics: a zero
+    of a sparse matrix annihilates ``*`` and ``&`` with another full-size matrix whatever it holds
+    (SystemDS's sparse-safe rule, which lafuse's unfused kernels follow), and with a vector or
+    scalar operand if that operand is finite (the runtime checks: :func:`finite_required`); every
+    other operator keeps zeros only if it maps the actual zero to zero (``0 / y`` is NaN for
+    y == 0: not safe, except under the Outer template's documented rule)."""
+    if n.op == "input":
+        return n.access == MAIN
+    if n.op == "literal":
+        return float(n.arg) == 0.0  # type: ignore[arg-type]
+    if n.op == "uv":
+        return False
+    ch = n.children
+    if n.op in ("*", "&"):
+        return any(zero_safe(c, outer) for c in ch)
+    if n.op == "/":
+        return outer and zero_safe(ch[0], outer)
+    if n.op in ("+", "-", "min", "max", "!=", "<", ">", "|", "xor"):
+        return zero_safe(ch[0], outer) and zero_safe(ch[1], outer)
+    if n.op == "^":
+        return zero_safe(ch[0], outer) and ch[1].op == "literal" and float(ch[1].arg) > 0  # type: ignore[arg-type]
+    if n.op in ZERO_UNARY:
+        return zero_safe(ch[0], outer)
+    if n.op == "ifelse":
+        return zero_safe(ch[0], outer) and zero_safe(ch[2], outer)
+    return False
+
+
+def finite_required(plan: CPlan) -> set[int]:
+    """Input positions that must hold only finite values for a sparse-safe plan to skip the main
+    input's zeros: the vector and scalar inputs of a ``*``/``&`` operand that meets a main-derived
+    zero without being a full-size matrix (``X * r`` is NaN where r is NaN, ``X * Y`` is not)."""
+    out: set[int] = set()
+    seen: set[int] = set()
+
+    def inputs(n: CNode) -> None:
+        if n.op == "input":
+            out.add(int(n.arg))  # type: ignore[call-overload]
+        for c in n.children:
+            inputs(c)
+
+    def walk(n: CNode) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if n.op in ("*", "&"):
+            for c in n.children:
+                others = [o for o in n.children if o is not c]
+                if zero_safe(c) and any(not _full(o) for o in others):
+                    for o in others:
+                        if not _full(o):
+                            inputs(o)
+        for c in n.children:
+            walk(c)
+
+    for r in plan.all_roots():
+        walk(r)
+    return out
+
+
 class CPlanBuilder:
     """Builds CNodes with common-subexpression elimination (structurally equal nodes are one object)."""
 
