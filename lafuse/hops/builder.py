@@ -90,6 +90,14 @@ class Builder:
         run: list[A.Stmt] = []
         for s in stmts:
             if isinstance(s, (A.Assign, A.MultiAssign, A.CallStmt)):
+                if _calls_time(s):
+                    # time() reads the clock: it must run after everything before it and before
+                    # everything after it, so it gets a block of its own (a DAG has no order)
+                    if run:
+                        blocks.append(self._generic(run))
+                    blocks.append(self._generic([s]))
+                    run = []
+                    continue
                 run.append(s)
                 continue
             if run:
@@ -756,3 +764,14 @@ def _a(word: str) -> str:
 def _arg_span(call: A.Call, i: int) -> Span:
     """The span of a call's i-th argument (the call's own span when absent)."""
     return call.args[i].value.span if i < len(call.args) and call.args[i].value.span.line else call.span
+
+
+def _calls_time(node: object) -> bool:
+    """Whether a statement's expression tree calls time()."""
+    if isinstance(node, A.Call) and node.name == "time":
+        return True
+    if isinstance(node, list):
+        return any(_calls_time(x) for x in node)
+    if hasattr(node, "__dataclass_fields__"):
+        return any(_calls_time(getattr(node, f)) for f in node.__dataclass_fields__ if f != "span")
+    return False

@@ -302,3 +302,12 @@ def test_nary_min_broadcasts_and_rounding_may_drop_nonzeros():
                    "print(nrow(M) + \"x\" + ncol(M) + \" \" + sum(M))\nR = round(X * 0.1)\n"
                    "print(sum(R != 0) + \" \" + sum(floor(matrix(0.5, 2, 2)) != 0))")
     assert lines == ["2x3 7.25", "1.0 0.0"]  # round(0.5) = 1 (Java half-up); the other five round to 0
+
+
+def test_time_keeps_statement_order():
+    # a DAG has no order: time() gets a block of its own, so the timed work runs between the calls
+    out, st = run("X = rand(rows=300, cols=300, seed=1)\nt0 = time()\nr = sum(X %*% t(X))\nt1 = time()\n"
+                  "print(t1 - t0 > 0)\nprint(r)")
+    assert out[0] == "TRUE"
+    prog = Compiler(cfgmod.get()).compile_text("t0 = time()\nx = 1 + 2\nt1 = time()\nprint(t1 - t0 + x)")
+    assert sum(isinstance(b, GenericBlock) for b in iter_blocks(prog.blocks)) >= 3
