@@ -25,6 +25,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
 )
 
+
 def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
     """Length of every node (1 for scalars; for dot the length of its operands), checked."""
     c = info.c

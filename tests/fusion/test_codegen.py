@@ -1,0 +1,488 @@
+"""Generated Numba kernels against the reference interpreter (issue #5).
+
+Every template and aggregation variant runs on dense, sparse (0.1), ultra-sparse (1e-4), empty
+and all-zero inputs, with NaN and +-Inf in the main and the side inputs; the kernel must equal
+the reference interpreter (rtol 1e-12, NaN == NaN), and the reference must equal the unfused DML
+operators. Numba compiles cost about a second each, so plans are compiled once per module and
+shared by the data variants; the disk cache lives in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sps
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lafuse import codegen
+from lafuse import config as cfgmod
+from lafuse.codegen.reference import evaluate
+from lafuse.compiler import run_dml
+from lafuse.fusion.cplan import (
+    CELL,
+    COL_AGG,
+    COL_AGG_B1_T,
+    COL_AGG_T,
+    COLVEC,
+    FULL_AGG,
+    LEFT_MM,
+    MAIN,
+    MATRIX,
+    NO_AGG,
+    OUTER_U,
+    OUTER_V,
+    RIGHT_MM,
+    ROW_AGG,
+    ROWVEC,
+    SCALAR,
+    CPlan,
+    CPlanBuilder,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def disk_cache(tmp_path_factory):
+    d = tmp_path_factory.mktemp("codegen_cache")
+    old = os.environ.get("LAFUSE_CODEGEN_CACHE")
+    os.environ["LAFUSE_CODEGEN_CACHE"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("LAFUSE_CODEGEN_CACHE", None)
+    else:
+        os.environ["LAFUSE_CODEGEN_CACHE"] = old
+
+
+def dense(v):
+    if hasattr(v, "toarray"):
+        return v.toarray()
+    return np.asarray(v, dtype=np.float64)
+
+
+def same(a, b) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    a, b = dense(a), dense(b)
+    if a.shape != b.shape:
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b)) | np.isclose(a, b, rtol=1e-12, atol=0.0)))
+
+
+_COMPILED: dict[str, codegen.FusedOperator] = {}
+
+
+def compiled(name: str, plan: CPlan, threads: int = 2) -> codegen.FusedOperator:
+    key = f"{name}/{threads}"
+    if key not in _COMPILED:
+        _COMPILED[key] = codegen.compile_plan(plan, threads=threads)
+    return _COMPILED[key]
+
+
+def check(name: str, plan: CPlan, inputs: list) -> None:
+    ref = evaluate(plan, inputs)
+    got = compiled(name, plan)(inputs)
+    assert same(got, ref), f"{name}: {plan.root!r}\ngot={dense(got) if not isinstance(got, tuple) else got}\nref={ref}"
+    if plan.template in ("cell", "outer") and plan.agg == NO_AGG and sps.issparse(got):
+        assert got.has_canonical_format and not np.any(got.data == 0)
+    if isinstance(ref, float):
+        assert isinstance(got, float)
+    elif isinstance(ref, np.ndarray) and not sps.issparse(got):
+        assert got.dtype == np.float64 and got.flags.c_contiguous and got.ndim == 2
+
+
+# ------------------------------------------------------------------------------------- data
+
+SPECIAL = (math.nan, math.inf, -math.inf)
+KINDS = ["dense", "sparse", "ultra", "empty_rows", "empty_cols", "zero"]
+
+
+def shape_of(kind: str) -> tuple[int, int]:
+    return {"ultra": (300, 200), "empty_rows": (0, 7), "empty_cols": (9, 0)}.get(kind, (23, 17))
+
+
+def matrix(rng, kind: str, shape, special: bool, as_sparse: bool):
+    n, m = shape
+    if kind == "zero" or n * m == 0:
+        M = np.zeros(shape)
+    elif kind == "dense":
+        M = rng.normal(size=shape)
+    else:
+        M = sps.random(n, m, density=0.1 if kind == "sparse" else 1e-4, random_state=rng,
+                       data_rvs=lambda k: rng.normal(size=k)).toarray()
+        if kind == "ultra" and not M.any():
+            M[rng.integers(n), rng.integers(m)] = 1.5
+    if special and n * m:
+        nz = np.argwhere(M != 0)
+        for k, val in enumerate(SPECIAL):
+            if len(nz) > k:  # on stored entries: the main input keeps its pattern
+                M[tuple(nz[k])] = val
+            M[rng.integers(n), rng.integers(m)] = val  # anywhere (also where others are zero)
+    return sps.csr_matrix(M) if as_sparse else M
+
+
+def cell_inputs(kind: str, special_main: bool, special_side: bool, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    shape = shape_of(kind)
+    sparse = kind != "dense"
+    X = matrix(rng, kind, shape, special_main, sparse)
+    Y = matrix(rng, "dense" if kind in ("ultra", "sparse") else kind, shape, special_side, sparse and seed % 2 == 0)
+    r = rng.normal(size=(shape[0], 1))
+    c = rng.normal(size=(1, shape[1]))
+    if special_side and shape[0] and shape[1]:
+        r[0, 0], c[0, -1] = math.inf, math.nan
+    return [X, Y, r, c, 0.75]
+
+
+# ----------------------------------------------------------------------------------- plans
+
+def cell_exprs():
+    b = CPlanBuilder()
+    X, Y, r, c, s = b.input(0, MAIN), b.input(1, CELL), b.input(2, ROWVEC), b.input(3, COLVEC), b.input(4, SCALAR)
+    safe = b.op("*", b.op("*", b.op("*", X, Y), b.op("+", r, s)), c)  # X*Y*(r+s)*c: 0 where X is 0
+    unsafe = b.op("%%", b.op("ifelse", b.op(">", X, b.literal(0.5)), b.op("^", Y, b.literal(2.0)),
+                            b.op("max", b.op("-", X, r), c)), b.op("+", b.op("abs", Y), b.literal(0.5)))
+    return b, safe, unsafe
+
+
+CELL_VARIANTS = [(NO_AGG, "sum"), (FULL_AGG, "sum"), (FULL_AGG, "sumsq"), (FULL_AGG, "min"), (FULL_AGG, "max"),
+                 (ROW_AGG, "sum"), (ROW_AGG, "min"), (ROW_AGG, "max"), (COL_AGG, "sum"), (COL_AGG, "sumsq"),
+                 (COL_AGG, "min"), (COL_AGG, "max")]
+UNSAFE_VARIANTS = [(NO_AGG, "sum"), (FULL_AGG, "sum"), (ROW_AGG, "max"), (COL_AGG, "min")]
+
+
+def cell_plan(which: str, agg: str, op: str) -> CPlan:
+    _, safe, unsafe = cell_exprs()
+    root = safe if which == "safe" else unsafe
+    return CPlan("cell", root, agg, op, sparse_safe=which == "safe", ninputs=5)
+
+
+@pytest.mark.parametrize("agg,op", CELL_VARIANTS)
+def test_cell_sparse_safe_plan_all_aggregations(agg, op):
+    plan = cell_plan("safe", agg, op)
+    for kind in KINDS:
+        for sm, ss in ((False, False), (True, False), (False, True), (True, True)):
+            check(f"safe-{agg}-{op}", plan, cell_inputs(kind, sm, ss, seed=len(kind)))
+
+
+@pytest.mark.parametrize("agg,op", UNSAFE_VARIANTS)
+def test_cell_sparse_unsafe_plan(agg, op):
+    plan = cell_plan("unsafe", agg, op)
+    for kind in KINDS:
+        for sm, ss in ((False, False), (True, True)):
+            check(f"unsafe-{agg}-{op}", plan, cell_inputs(kind, sm, ss, seed=3))
+
+
+def test_sparse_safe_no_agg_keeps_the_main_pattern_and_min_sees_unseen_zeros():
+    X = sps.random(50, 40, density=0.05, format="csr", random_state=4)
+    X.data[:] = np.abs(X.data) + 1.0  # all stored values positive: min must still be the unseen 0
+    Y = np.random.default_rng(1).random((50, 40)) + 1.0
+    ins = [X, Y, np.ones((50, 1)), np.ones((1, 40)), 1.0]
+    got = compiled(f"safe-{NO_AGG}-sum", cell_plan("safe", NO_AGG, "sum"))(ins)
+    assert sps.issparse(got) and got.nnz == X.nnz
+    assert compiled(f"safe-{FULL_AGG}-min", cell_plan("safe", FULL_AGG, "min"))(ins) == 0.0
+    rows = compiled(f"safe-{ROW_AGG}-min", cell_plan("safe", ROW_AGG, "min"))(ins)
+    cols = compiled(f"safe-{COL_AGG}-min", cell_plan("safe", COL_AGG, "min"))(ins)
+    assert same(rows, evaluate(cell_plan("safe", ROW_AGG, "min"), ins)) and np.all(rows == 0)
+    assert same(cols, evaluate(cell_plan("safe", COL_AGG, "min"), ins)) and np.all(cols == 0)
+    # a NaN in a side input where X is zero must reach the result (0 * NaN), also after an update
+    Y2 = Y.copy()
+    Y2[0, 0] = math.nan
+    assert X[0, 0] == 0
+    op = compiled(f"safe-{FULL_AGG}-sum", cell_plan("safe", FULL_AGG, "sum"))
+    assert math.isnan(op([X, Y2, *ins[2:]]))
+    assert not math.isnan(op(ins))
+    Y[0, 0] = math.nan  # in place: the memoized finiteness check must be invalidated
+    codegen.invalidate(Y)
+    assert math.isnan(op(ins))
+    codegen.clear_finite_cache()
+
+
+def test_cell_reference_equals_unfused_dml():
+    names = "XYrcs"
+    texts = {(NO_AGG, "sum"): "R = {e}", (FULL_AGG, "sum"): "R = sum({e})", (FULL_AGG, "min"): "R = min({e})",
+             (ROW_AGG, "max"): "R = rowMaxs({e})", (COL_AGG, "sum"): "R = colSums({e})"}
+    safe_dml = "(((X * Y) * (r + s)) * c)"
+    for kind in ("dense", "sparse", "zero"):
+        ins = cell_inputs(kind, True, True, seed=5)
+        for (agg, op), t in texts.items():
+            plan = cell_plan("safe", agg, op)
+            with cfgmod.using(rewrites=False):
+                res = run_dml(t.format(e=safe_dml), dict(zip(names, ins)), ["R"])["R"]
+            assert same(evaluate(plan, ins), res), (kind, t)
+
+
+def test_magg_several_full_aggregates_in_one_pass():
+    b, safe, unsafe = cell_exprs()
+    X, Y = b.input(0, MAIN), b.input(1, CELL)
+    plan = CPlan("magg", safe, FULL_AGG, "sum", ninputs=5, roots=(safe, b.op("*", X, Y), unsafe),
+                 agg_ops=("sum", "max", "min"))
+    for kind in KINDS:
+        for sm, ss in ((False, False), (True, True)):
+            ins = cell_inputs(kind, sm, ss, seed=7)
+            check("magg", plan, ins)
+    assert isinstance(compiled("magg", plan)(cell_inputs("dense", False, False)), tuple)
+    safe_plan = CPlan("magg", safe, FULL_AGG, "sum", sparse_safe=True, ninputs=5, roots=(safe, b.op("*", X, Y)),
+                      agg_ops=("sum", "min"))
+    for kind in KINDS:
+        check("magg-safe", safe_plan, cell_inputs(kind, True, False, seed=8))
+        check("magg-safe", safe_plan, cell_inputs(kind, False, False, seed=8))
+
+
+# -------------------------------------------------------------------------------------- row
+
+def row_plans() -> dict[str, tuple[CPlan, str]]:
+    b = CPlanBuilder()
+    X, v, V, w, Y, c, s = (b.input(0, MAIN), b.input(1, MATRIX), b.input(2, MATRIX), b.input(3, ROWVEC),
+                           b.input(4, CELL), b.input(5, COLVEC), b.input(6, SCALAR))
+    return {
+        "tXXv": (CPlan("row", b.op("*", X, b.op("vecmat", X, v)), COL_AGG_T, ninputs=7), "R = t(X) %*% (X %*% v)"),
+        "tXwXv": (CPlan("row", b.op("*", X, b.op("*", w, b.op("vecmat", X, v))), COL_AGG_T, ninputs=7),
+                  "R = t(X) %*% (w * (X %*% v))"),
+        "tXXV": (CPlan("row", X, COL_AGG_B1_T, root2=b.op("vecmat", X, V), ninputs=7), "R = t(X) %*% (X %*% V)"),
+        "rowSumsXY": (CPlan("row", b.op("rowSums", b.op("*", X, Y)), NO_AGG, ninputs=7), "R = rowSums(X * Y)"),
+        "colSumsXrs": (CPlan("row", b.op("/", X, b.op("rowSums", X)), COL_AGG, ninputs=7),
+                       "R = colSums(X / rowSums(X))"),
+        "softmax": (CPlan("row", b.op("exp", b.op("-", X, b.op("rowMaxs", X))), NO_AGG, ninputs=7),
+                    "R = exp(X - rowMaxs(X))"),
+        "sumrow": (CPlan("row", b.op("+", b.op("*", X, c), b.op("*", s, b.op("rowMins", Y))), FULL_AGG, ninputs=7),
+                   "R = sum(X * c + s * rowMins(Y))"),
+        "dotcol": (CPlan("row", b.op("*", w, b.op("dot", X, c)), COL_AGG, ninputs=7),
+                   "R = colSums(w * rowSums(X * c))"),
+    }
+
+
+def row_inputs(kind: str, special_main: bool, special_side: bool, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    n, m = shape_of(kind)
+    X = matrix(rng, kind, (n, m), special_main, kind != "dense")
+    Y = matrix(rng, kind if kind != "ultra" else "sparse", (n, m), special_side, kind != "dense" and seed % 2 == 1)
+    v, V = rng.normal(size=(m, 1)), rng.normal(size=(m, 2))
+    w, c = rng.normal(size=(n, 1)), rng.normal(size=(1, m))
+    if special_side and n and m:
+        v[0, 0], V[-1, 1], c[0, 0] = math.nan, math.inf, -math.inf
+    return [X, v, V, w, Y, c, 1.25]
+
+
+@pytest.mark.parametrize("name", list(row_plans()))
+def test_row_template_variants(name):
+    plan, _ = row_plans()[name]
+    for kind in KINDS:
+        for k, (sm, ss) in enumerate(((False, False), (True, False), (False, True), (True, True))):
+            check(f"row-{name}", plan, row_inputs(kind, sm, ss, seed=k))
+
+
+@pytest.mark.parametrize("name", list(row_plans()))
+def test_row_reference_equals_unfused_dml(name):
+    plan, text = row_plans()[name]
+    for kind in ("dense", "sparse"):
+        ins = row_inputs(kind, True, False, seed=1)
+        with cfgmod.using(rewrites=False):
+            res = run_dml(text, dict(zip(["X", "v", "V", "w", "Y", "c", "s"], ins)), ["R"])["R"]
+        assert same(evaluate(plan, ins), res), (name, kind)
+
+
+def test_row_sparse_path_is_linear_in_nnz():
+    plan, _ = row_plans()["tXXv"]
+    op = compiled("row-tXXv", plan)
+    X = sps.random(200000, 5000, density=2e-4, format="csr", random_state=3)
+    v = np.random.default_rng(0).random((5000, 1))
+    ins = [X, v, np.zeros((5000, 2)), np.zeros((200000, 1)), np.zeros((200000, 0)), np.zeros((1, 5000)), 0.0]
+    import time
+
+    t0 = time.perf_counter()
+    got = op(ins)
+    dt = time.perf_counter() - t0
+    want = X.T @ (X @ v)
+    assert np.allclose(got, want, rtol=1e-10)
+    assert dt < 0.5  # densifying 200000 rows of 5000 would take seconds
+
+
+# ------------------------------------------------------------------------------------ outer
+
+def outer_plans() -> dict[str, CPlan]:
+    b = CPlanBuilder()
+    X, U, V, Y = b.input(0, MAIN), b.input(1, OUTER_U), b.input(2, OUTER_V), b.input(4, CELL)
+    r = b.input(5, ROWVEC)
+    uv = b.uv(U, V)
+    e = b.op("*", X, b.op("log", b.op("+", uv, b.literal(1e-15))))
+    wdiv = b.op("/", b.op("*", X, Y), b.op("+", b.op("*", uv, r), b.literal(0.5)))
+    return {
+        "no_agg": CPlan("outer", e, NO_AGG, ninputs=6, sparse_safe=True),
+        "full": CPlan("outer", b.op("*", Y, b.op("^", b.op("-", X, uv), b.literal(2.0))), FULL_AGG, ninputs=6,
+                      sparse_safe=True),
+        "right": CPlan("outer", wdiv, RIGHT_MM, ninputs=6, mm=3, sparse_safe=True),
+        "left": CPlan("outer", wdiv, LEFT_MM, ninputs=6, mm=3, sparse_safe=True),
+    }
+
+
+def outer_inputs(kind: str, name: str, special_main: bool, special_side: bool, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    n, m = shape_of(kind)
+    k = 4
+    X = matrix(rng, kind if kind != "dense" else "sparse", (n, m), special_main, kind != "dense")
+    U, V = rng.random((n, k)), rng.random((m, k))
+    Y = matrix(rng, "dense", (n, m), special_side, seed % 2 == 1)
+    mm = rng.normal(size=(m if name == "right" else n, 3))
+    r = rng.random((n, 1))
+    if special_side and n and m:
+        mm[0, 0], U[0, 0] = math.nan, math.inf
+    return [X, U, V, mm, Y, r]
+
+
+@pytest.mark.parametrize("name", ["no_agg", "full", "right", "left"])
+def test_outer_template_variants(name):
+    plan = outer_plans()[name]
+    for kind in KINDS:
+        for k, (sm, ss) in enumerate(((False, False), (True, False), (False, True), (True, True))):
+            check(f"outer-{name}", plan, outer_inputs(kind, name, sm, ss, seed=k))
+
+
+def test_outer_sum_log_is_proportional_to_nnz():
+    b = CPlanBuilder()
+    X, U, V = b.input(0, MAIN), b.input(1, OUTER_U), b.input(2, OUTER_V)
+    plan = CPlan("outer", b.op("*", X, b.op("log", b.op("+", b.uv(U, V), b.literal(1e-15)))), FULL_AGG,
+                 ninputs=3, sparse_safe=True)
+    n, r = 20000, 100
+    X = sps.random(n, n, density=1e-3, format="csr", random_state=2)
+    rng = np.random.default_rng(0)
+    U, V = rng.random((n, r)), rng.random((n, r))
+    op = compiled("outer-sumlog", plan)
+    import time
+
+    t0 = time.perf_counter()
+    got = op([X, U, V])
+    dt = time.perf_counter() - t0
+    rows, cols = X.nonzero()
+    want = float(np.sum(X.data * np.log(np.einsum("ij,ij->i", U[rows], V[cols]) + 1e-15)))
+    assert got == pytest.approx(want, rel=1e-10)
+    assert dt < 1.0  # 4e5 non-zeros x 100: tens of ms; a dense U %*% t(V) would be 4e8 cells
+
+
+# ---------------------------------------------------------------------- random expressions
+
+SAFE_OPS = ["abs", "round", "floor", "ceil", "sign", "sin", "tanh", "u-", "!"]
+
+
+def rand_expr(b: CPlanBuilder):
+    leaves = st.one_of(st.sampled_from([(0, MAIN), (1, CELL), (2, ROWVEC), (3, COLVEC), (4, SCALAR)])
+                       .map(lambda t: b.input(*t)),
+                       st.sampled_from([0.0, 1.0, -2.5, 0.5, 3.0]).map(b.literal))
+    calls = SAFE_OPS + ["exp", "log", "sqrt", "isNaN", "isInf"]
+    bins = ["+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "min", "max", "xor"]
+
+    def extend(ch):
+        return st.one_of(st.tuples(st.sampled_from(calls), ch).map(lambda t: b.op(t[0], t[1])),
+                         st.tuples(st.sampled_from(bins), ch, ch).map(lambda t: b.op(t[0], t[1], t[2])),
+                         st.tuples(ch, ch, ch).map(lambda t: b.op("ifelse", *t)))
+
+    return st.recursive(leaves, extend, max_leaves=6)
+
+
+def _finite_ops(n) -> bool:
+    ok = {"input", "literal", "abs", "round", "floor", "ceil", "sign", "sin", "tanh", "u-", "!", "<", "<=", ">",
+          ">=", "==", "!=", "&", "|", "xor", "min", "max", "ifelse", "isNaN", "isInf", "+", "-", "*"}
+    return n.op in ok and all(_finite_ops(c) for c in n.children)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_random_cell_expressions_equal_reference(data):
+    b = CPlanBuilder()
+    e = data.draw(rand_expr(b))
+    X = b.input(0, MAIN)
+    safe = _finite_ops(e)
+    root = b.op("*", X, e) if safe else b.op("+", e, X)
+    agg, op = data.draw(st.sampled_from(CELL_VARIANTS))
+    plan = CPlan("cell", root, agg, op, sparse_safe=safe, ninputs=5)
+    op_ = codegen.compile_plan(plan, threads=2)
+    for kind in ("dense", "sparse", "zero"):
+        ins = cell_inputs(kind, data.draw(st.booleans()), data.draw(st.booleans()), seed=data.draw(st.integers(0, 3)))
+        got, ref = op_(ins), evaluate(plan, ins)
+        assert same(got, ref), f"{plan.root!r} {agg} {op} {kind}"
+
+
+# ------------------------------------------------------------------------------- the cache
+
+def test_plan_cache_shares_kernels_across_input_order_and_literals():
+    def plan(order: tuple[int, int], lit: float) -> CPlan:
+        b = CPlanBuilder()
+        x, y = b.input(order[0], MAIN), b.input(order[1], CELL)
+        return CPlan("cell", b.op("+", b.op("*", x, y), b.literal(lit)), ROW_AGG, "sum", ninputs=2)
+
+    rng = np.random.default_rng(9)
+    A, B = rng.normal(size=(30, 6)), rng.normal(size=(30, 6))
+    p1, p2 = plan((0, 1), 2.0), plan((1, 0), -7.5)
+    op1 = codegen.compile_plan(p1)
+    before = codegen.cache_stats()
+    op2 = codegen.compile_plan(p2)
+    after = codegen.cache_stats()
+    assert after["mem_hits"] == before["mem_hits"] + 1 and after["compiled"] == before["compiled"]
+    assert op1.hash == op2.hash and op1.source == op2.source
+    assert "7.5" not in op2.source and "2.0" not in op2.source  # literals are kernel arguments
+    assert same(op1([A, B]), evaluate(p1, [A, B])) and same(op2([A, B]), evaluate(p2, [A, B]))
+    assert same(op2([A, B]), (B * A - 7.5).sum(axis=1, keepdims=True))
+    assert codegen.is_cached(p2)
+    codegen.clear_memory_cache()
+    op3 = codegen.compile_plan(p2)  # from disk now
+    assert codegen.cache_stats()["disk_hits"] == after["disk_hits"] + 1
+    assert same(op3([A, B]), evaluate(p2, [A, B]))
+
+
+def test_shape_mismatch_raises_value_error():
+    op = compiled(f"safe-{FULL_AGG}-sum", cell_plan("safe", FULL_AGG, "sum"))
+    ins = cell_inputs("dense", False, False)
+    with pytest.raises(ValueError, match="shape"):
+        op([ins[0], ins[1][:, :-1], *ins[2:]])
+    with pytest.raises(ValueError, match="expected"):
+        op([ins[0], ins[1], ins[2].T, *ins[3:]])
+    with pytest.raises(ValueError, match="inputs"):
+        op(ins[:2])
+
+
+_SCRIPT = """
+import json, sys
+from lafuse import codegen
+from lafuse.fusion.cplan import CPlanBuilder, CPlan, MAIN, CELL, FULL_AGG
+import numpy as np
+b = CPlanBuilder()
+x, y = b.input(0, MAIN), b.input(1, CELL)
+op = codegen.compile_plan(CPlan("cell", b.op("-", b.op("*", x, y), b.literal(3.0)), FULL_AGG, "max", ninputs=2))
+r = op([np.ones((4, 4)), np.full((4, 4), 5.0)])
+print(json.dumps({**{k: v for k, v in codegen.cache_stats().items() if k != "per_kernel"}, "r": r}))
+"""
+
+
+def test_disk_cache_across_processes(disk_cache):
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(disk_cache / "procs")}
+    outs = [json.loads(subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
+                                      check=True).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    assert outs[0]["compiled"] == 1 and outs[0]["disk_hits"] == 0 and outs[0]["r"] == 2.0
+    assert outs[1]["compiled"] == 0 and outs[1]["disk_hits"] == 1 and outs[1]["r"] == 2.0
+    assert outs[1]["compile_time_cold"] == 0.0 and outs[1]["compile_time_warm"] > 0.0
+    assert any(p.suffix == ".py" for p in (disk_cache / "procs").iterdir())
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(11)
+    X = sps.random(3000, 400, density=0.05, format="csr", random_state=5)
+    ins = [X, rng.normal(size=(3000, 400)), rng.normal(size=(3000, 1)), rng.normal(size=(1, 400)), 0.3]
+    for agg, op in ((FULL_AGG, "sum"), (COL_AGG, "sum")):
+        plan = cell_plan("safe", agg, op)
+        one = compiled(f"safe-{agg}-{op}", plan, threads=1)(ins)
+        two = compiled(f"safe-{agg}-{op}", plan, threads=2)(ins)
+        assert np.array_equal(dense(one), dense(two))
+    plan, _ = row_plans()["tXXV"]
+    rins = [X, rng.normal(size=(400, 1)), rng.normal(size=(400, 2)), rng.normal(size=(3000, 1)),
+            np.zeros((3000, 400)), rng.normal(size=(1, 400)), 1.0]
+    assert np.array_equal(compiled("row-tXXV", plan, threads=1)(rins), compiled("row-tXXV", plan, threads=2)(rins))
+    oplan = outer_plans()["left"]
+    oins = [X, rng.random((3000, 3)), rng.random((400, 3)), rng.normal(size=(3000, 2)), rng.random((3000, 400)),
+            rng.random((3000, 1))]
+    assert np.array_equal(compiled("outer-left", oplan, threads=1)(oins), compiled("outer-left", oplan, threads=2)(oins))
