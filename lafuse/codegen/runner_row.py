@@ -31,7 +31,8 @@ def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
     c = info.c
     out = np.ones(len(c.order) + max(c.access, default=-1) + 1, dtype=np.int64)
     for s, w in width.items():
-        out[len(c.order) + s] = w
+        if s >= 0:  # negative keys: the row counts of MATRIX inputs
+            out[len(c.order) + s] = w
     for k, n in enumerate(c.order):
         kind = info.kind[id(n)]
         if n.op == "input":
