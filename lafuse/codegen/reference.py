@@ -10,7 +10,9 @@ n x 1 column, a row vector per row an n x L matrix, so the unfused element-wise,
 matrix-multiply kernels apply unchanged. The one deliberate deviation from the unfused operators is
 the outer template's rule (cplan.py): cells where the main input X is zero are zero, and its
 LEFT_MM/RIGHT_MM products sum over the non-zero cells of the result only (sparse products, as
-SystemDS's wdivmm does), so a NaN in ``mm`` reaches only the rows it is multiplied into.
+SystemDS's wdivmm does), so a NaN in ``mm`` reaches only the rows it is multiplied into. Likewise
+a sparse-safe cell/magg plan over a CSR main input is 0 where that input is 0 (see _annihilates):
+the unfused kernels give that result for a CSR operand.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CNode,
     CPlan,
+    finite_required,
 )
 from lafuse.runtime.local.kernels import KERNELS
 
@@ -136,15 +139,35 @@ def _aggregate(cells: np.ndarray, agg: str, agg_op: str) -> Any:
     return _dense(KERNELS[fn](cells))
 
 
+def _annihilates(plan: CPlan, inputs: list[Any]) -> bool:
+    """A sparse-safe plan over a CSR main input is 0 where that input is 0 (SystemDS's sparse-safe
+    rule the unfused kernels follow: a sparse zero annihilates ``*`` and ``&`` with a full-size
+    operand whatever it holds), provided the inputs of ``finite_required`` and the literals are
+    finite (otherwise the unfused result is NaN there, e.g. ``X * r`` with NaN in r)."""
+    if not plan.sparse_safe or not hasattr(inputs[main_position(plan)], "tocsr"):
+        return False
+    for pos in finite_required(plan):
+        if not np.all(np.isfinite(_dense(inputs[pos]))):
+            return False
+    lits = plan.canonical_key()[2]
+    return bool(np.all(np.isfinite(lits)))
+
+
 def _cell(plan: CPlan, inputs: list[Any]) -> Any:
     main = _dense(inputs[main_position(plan)])
     if not isinstance(main, np.ndarray):
         raise ValueError("the main input of a cell-wise operator must be a matrix")
     shape = main.shape
     memo = _eval(plan, inputs, shape, {})
+    zero = _annihilates(plan, inputs)
+
+    def cells(r: CNode) -> np.ndarray:
+        v = _full(memo[id(r)], shape)
+        return np.where(main != 0, v, 0.0) if zero else v
+
     if plan.template == "magg":
-        return tuple(_aggregate(_full(memo[id(r)], shape), FULL_AGG, op) for r, op in zip(plan.roots, plan.agg_ops))
-    return _aggregate(_full(memo[id(plan.root)], shape), plan.agg, plan.agg_op)
+        return tuple(_aggregate(cells(r), FULL_AGG, op) for r, op in zip(plan.roots, plan.agg_ops))
+    return _aggregate(cells(plan.root), plan.agg, plan.agg_op)
 
 
 def _row(plan: CPlan, inputs: list[Any]) -> Any:

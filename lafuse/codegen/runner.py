@@ -17,7 +17,18 @@ import numpy as np
 from lafuse.codegen import finite
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.prims import kcombine, kcombine_cols
-from lafuse.fusion.cplan import CELL, COL_AGG, COLVEC, FULL_AGG, MAIN, NO_AGG, ROW_AGG, ROWVEC, SCALAR
+from lafuse.fusion.cplan import (
+    CELL,
+    COL_AGG,
+    COLVEC,
+    FULL_AGG,
+    MAIN,
+    NO_AGG,
+    ROW_AGG,
+    ROWVEC,
+    SCALAR,
+    finite_required,
+)
 from lafuse.runtime.sparse import sp
 
 F64 = np.float64
@@ -169,12 +180,18 @@ def make_csr(data: np.ndarray, m: Mat) -> Any:
 
 
 def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarray, bool]:
-    """Checked kernel arguments of the input slots: (main, args, scalar array, sides finite)."""
+    """Checked kernel arguments of the input slots: (main, args, scalar array, sparse iteration
+    allowed by the data). Skipping a CSR main's zeros needs only the inputs of
+    :func:`cplan.finite_required` to be finite: a sparse zero annihilates ``*``/``&`` with a
+    full-size operand whatever it holds, as in the unfused kernels."""
     ms = next(s for s, a in c.access.items() if a == MAIN)
     main = as_mat(vals[ms], "the main input")
     n, m = main.shape
     sc = np.zeros(max(c.access, default=-1) + 1)
     args: list[Any] = []
+    need = c.memo.get("finite")
+    if need is None:
+        need = c.memo["finite"] = {c.slot[p] for p in finite_required(c.plan) if p in c.slot}
     fin = True
     for s in sorted(c.access):
         acc, v = c.access[s], vals[s]
@@ -184,9 +201,7 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
             continue
         if acc == SCALAR:
             sc[s] = scalar(v, what)
-            fin = fin and bool(np.isfinite(sc[s]))
-            continue
-        if acc == CELL:
+        elif acc == CELL:
             x = as_mat(v, what)
             if x.shape != (n, m):
                 raise ValueError(f"{what} has shape {x.shape}, expected {(n, m)}")
@@ -197,8 +212,8 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
             args.append(vector(v, (1, m), what))
         else:
             raise ValueError(f"input access {acc!r} is not valid in a cell plan")
-        if fin and main.sparse:  # only then does the answer matter
-            fin = finite.is_finite(v)
+        if fin and main.sparse and s in need:  # only then does the answer matter
+            fin = bool(np.isfinite(sc[s])) if acc == SCALAR else finite.is_finite(v)
     return main, args, sc, fin
 
 

@@ -200,16 +200,21 @@ def test_sparse_safe_no_agg_keeps_the_main_pattern_and_min_sees_unseen_zeros():
     cols = compiled(f"safe-{COL_AGG}-min", cell_plan("safe", COL_AGG, "min"))(ins)
     assert same(rows, evaluate(cell_plan("safe", ROW_AGG, "min"), ins)) and np.all(rows == 0)
     assert same(cols, evaluate(cell_plan("safe", COL_AGG, "min"), ins)) and np.all(cols == 0)
-    # a NaN in a side input where X is zero must reach the result (0 * NaN), also after an update
+    # a CSR zero annihilates * with a full-size operand whatever it holds (SystemDS's rule) ...
     Y2 = Y.copy()
     Y2[0, 0] = math.nan
     assert X[0, 0] == 0
-    op = compiled(f"safe-{FULL_AGG}-sum", cell_plan("safe", FULL_AGG, "sum"))
-    assert math.isnan(op([X, Y2, *ins[2:]]))
+    plan = cell_plan("safe", FULL_AGG, "sum")
+    op = compiled(f"safe-{FULL_AGG}-sum", plan)
+    got = op([X, Y2, *ins[2:]])
+    assert not math.isnan(got) and same(got, evaluate(plan, [X, Y2, *ins[2:]]))
+    assert math.isnan(op([X.toarray(), Y2, *ins[2:]]))  # ... but not a dense zero: 0 * NaN
+    # a NaN in a vector operand reaches the result (0 * NaN), also after an in-place update
+    r = ins[2]
     assert not math.isnan(op(ins))
-    Y[0, 0] = math.nan  # in place: the memoized finiteness check must be invalidated
-    codegen.invalidate(Y)
-    assert math.isnan(op(ins))
+    r[3, 0] = math.nan  # in place: the memoized finiteness check must be invalidated
+    codegen.invalidate(r)
+    assert math.isnan(op(ins)) and math.isnan(evaluate(plan, ins))
     codegen.clear_finite_cache()
 
 
