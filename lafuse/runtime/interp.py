@@ -335,6 +335,9 @@ def _lix_inplace(args: list[Any]) -> Any:
     else:
         return None
     out[r0 - 1:r1, c0 - 1:c1] = y
+    fin = sys.modules.get("lafuse.codegen.finite")
+    if fin is not None:  # fused kernels memoize "holds no NaN/Inf" per array object
+        fin.invalidate(out)
     return out
 
 
