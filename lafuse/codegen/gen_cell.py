@@ -1,17 +1,31 @@
 """Cell and MAgg templates: one scalar expression per cell of the main input, then aggregated.
 
 The kernel has up to three loop nests over the same body, picked at run time by ``mode`` so one
-compiled kernel serves every input format: 0 = dense main, 1 = CSR main over all cells (a cursor
-per row walks its stored entries), 2 = CSR main over its non-zeros only (generated only for
-sparse-safe plans; the caller selects it only when no side input holds NaN/Inf). Rows are cut into
-``nb`` blocks of ``rpb`` rows, a function of the shape only, and every aggregate is a per-block
-(compensated) partial combined in block order, so results do not depend on the thread count.
+compiled kernel serves every input format:
 
-Kernel arguments: ``b0, b1`` (the block range to run), ``mode, n, m, rpb, nb, lits, sc``, then per used input slot ``s`` (canonical
-order): MAIN/CELL ``a{s}, d{s}, i{s}, p{s}`` (dense array and CSR arrays, the unused format as
-empty dummies) plus ``f{s}`` (CELL: 1 if CSR); ROWVEC/COLVEC ``a{s}`` (flat); SCALAR values come in
-``sc[s]``. Then ``out`` (NO_AGG dense n x m, ROW_AGG n), ``outd`` (NO_AGG in mode 2: one value per
-stored entry) and ``parts`` (nb x R x 2 for full aggregates, nb x m x 2 for COL_AGG).
+* 0 = dense main and dense CELL inputs: branch-free, row views, nodes that depend only on the row
+  (ROWVEC) or on nothing (literals, scalars) hoisted out of the column loop, and full/row
+  aggregates unrolled into 4 independent partial accumulators per row. Why: without fastmath
+  LLVM must keep the order of a reduction, so one accumulator (let alone a Neumaier step per
+  cell) is bound by the latency of an addition; 4 fixed partials, folded per row into a
+  compensated per-block accumulator, reach memory bandwidth and stay thread-count independent.
+* 1 = all cells, some matrix input in CSR (the main, or only CELL inputs: ``msp`` says which):
+  every full-size node carries a "structural zero" flag so the result equals the unfused
+  operators on sparse data (:func:`flag_rules`): a zero of a CSR operand annihilates ``*``/``&``
+  whatever the other full-size operand holds (NaN/Inf included), as in SystemDS.
+* 2 = the CSR main's stored entries only (sparse-safe plans; the caller selects it only when the
+  inputs of ``cplan.finite_required`` are finite), flags for CSR CELL inputs as in mode 1.
+
+Rows are cut into ``nb`` blocks of ``rpb`` rows, a function of the shape only, and every
+aggregate is a per-block (compensated) partial combined in block order, so results do not depend
+on the thread count.
+
+Kernel arguments: ``b0, b1`` (the block range to run), ``mode, n, m, rpb, nb, lits, sc``, then per
+used input slot ``s`` (canonical order): MAIN/CELL ``a{s}, d{s}, i{s}, p{s}`` (dense array and CSR
+arrays, the unused format as empty dummies) plus ``f{s}`` (CELL: 1 if CSR); ROWVEC/COLVEC ``a{s}``
+(flat); SCALAR values come in ``sc[s]``. Then ``out`` (NO_AGG dense n x m, ROW_AGG n), ``outd``
+(NO_AGG in mode 2: one value per stored entry) and ``parts`` (nb x R x 2 for full aggregates,
+nb x 2 x m for COL_AGG: sums and compensations, or min/max in row 0).
 """
 
 from __future__ import annotations
@@ -27,9 +41,16 @@ from lafuse.fusion.cplan import (
     ROW_AGG,
     ROWVEC,
     SCALAR,
+    ZERO_UNARY,
     CNode,
     CPlan,
 )
+
+UNROLL = 4
+# binary operators with f(0, 0) == 0: two sparse operands give a sparse result (pattern union)
+F00 = ("+", "-", "min", "max", "!=", "<", ">", "|", "xor")
+# unary operators the unfused kernels apply to a CSR's stored values only (f(0) == 0)
+KEEP_UNARY = ZERO_UNARY | {"isNaN", "isInf"}
 
 
 def slot_args(c: Canon) -> list[str]:
@@ -52,60 +73,169 @@ def main_slot(c: Canon) -> int:
     return mains[0]
 
 
+def levels(c: Canon) -> dict[int, int]:
+    """0: kernel constant (literals, scalars), 1: per row (ROWVEC), 2: per cell. Lower levels are
+    computed once outside the loops that do not change them."""
+    lv = c.memo.get("levels")
+    if lv is None:
+        lv = {}
+        for n in c.order:
+            if n.op == "input":
+                lv[id(n)] = {SCALAR: 0, ROWVEC: 1}.get(n.access, 2)
+            elif n.op == "literal":
+                lv[id(n)] = 0
+            else:
+                lv[id(n)] = max(lv[id(ch)] for ch in n.children)
+        c.memo["levels"] = lv
+    return lv
+
+
+def full_nodes(c: Canon) -> set[int]:
+    """Nodes that are full-size matrices (read a MAIN or CELL input): only they carry flags."""
+    fs = c.memo.get("full")
+    if fs is None:
+        fs = set()
+        for n in c.order:
+            if (n.op == "input" and n.access in (MAIN, CELL)) or any(id(ch) in fs for ch in n.children):
+                fs.add(id(n))
+        c.memo["full"] = fs
+    return fs
+
+
+def _or(xs: list[str | None]) -> str | None:
+    ys = [x for x in xs if x is not None]
+    return None if not ys else ys[0] if len(ys) == 1 else "(" + " or ".join(ys) + ")"
+
+
+def _and(xs: list[str | None]) -> str | None:
+    if any(x is None for x in xs):
+        return None
+    return xs[0] if len(xs) == 1 else "(" + " and ".join(x for x in xs if x is not None) + ")"
+
+
+def flag_rules(c: Canon, n: CNode, v: str, args: list[str], g: dict[int, str | None],
+               sk: dict[int, str | None]) -> tuple[list[str], str | None, str | None]:
+    """(lines, flag, sparse) of an operator node over CSR data, emulating the unfused kernels.
+
+    ``sparse`` says the unfused result of the node is CSR at this cell; its zeros are then
+    structural (``eliminate_zeros``), so ``flag = sparse and value == 0``, and a flagged value is
+    +0.0 (a structural zero, never -0.0). Rules: ``*``/``&`` of two full-size operands: 0 where
+    either is a structural zero (else the product), sparse if either is; other binary ops with
+    f(0, 0) == 0 between two full-size operands: sparse if both are; a full-size operand with a
+    vector/scalar s: sparse if it is and f(0, s) == 0 (the unfused kernels check the whole vector;
+    per cell is the same except downstream of a vector holding NaN/Inf elsewhere); unary ops with
+    f(0) == 0: sparse if the operand is; everything else is dense (no flag)."""
+    fs = full_nodes(c)
+    ch = n.children
+    expr = scalar_op(n.op, args)
+    fulls = [x for x in ch if id(x) in fs]
+    sparse: str | None = None
+    lines: list[str] = []
+    if len(ch) == 2 and len(fulls) == 2:
+        if n.op in ("*", "&"):
+            sparse = _or([sk[id(x)] for x in ch])
+            ann = _or([g[id(x)] for x in ch])
+            if ann is not None:
+                expr = f"0.0 if {ann} else {expr}"
+        elif n.op in F00:
+            sparse = _and([sk[id(x)] for x in ch])
+    elif len(ch) == 2 and len(fulls) == 1:
+        left = ch[0] is fulls[0]
+        zargs = ["0.0", args[1]] if left else [args[0], "0.0"]
+        sparse = _and([sk[id(fulls[0])], f"{scalar_op(n.op, zargs)} == 0.0"])
+    elif len(ch) == 1 and fulls and n.op in KEEP_UNARY:
+        sparse = sk[id(ch[0])]
+    lines.append(f"{v} = {expr}")
+    if sparse is None:
+        return lines, None, None
+    k = v[1:]
+    lines += [f"y{k} = {sparse}", f"g{k} = y{k} and {v} == 0.0", f"if g{k}:", f"    {v} = 0.0"]
+    return lines, f"g{k}", f"y{k}"
+
+
+class _Body:
+    """Per-cell code of one loop nest. ``kind``: "dense" (mode 0), "flag" (mode 1), "nnz" (mode 2)."""
+
+    def __init__(self, c: Canon, ms: int, kind: str) -> None:
+        self.c, self.ms, self.kind = c, ms, kind
+        self.lv = levels(c)
+
+    def name(self, n: CNode, sfx: str) -> str:
+        return self.c.var(n) + (sfx if self.lv[id(n)] == 2 else "")
+
+    def row_prelude(self) -> list[str]:
+        c, lines = self.c, []
+        ms = self.ms
+        if self.kind == "flag":
+            lines += [f"cm = p{ms}[i] if msp else 0", f"em = p{ms}[i + 1] if msp else 0"]
+        for n in c.order:
+            if self.lv[id(n)] != 1:
+                continue
+            if n.op == "input":
+                lines.append(f"{c.var(n)} = a{c.slot[int(n.arg)]}[i]")  # type: ignore[call-overload]
+            else:
+                lines.append(f"{c.var(n)} = {scalar_op(n.op, [c.var(x) for x in n.children])}")
+        for s, acc in sorted(c.access.items()):
+            if acc == CELL and self.kind != "dense":
+                lines += [f"c{s} = p{s}[i] if f{s} else 0", f"e{s} = p{s}[i + 1] if f{s} else 0"]
+            elif acc == CELL or (acc == MAIN and self.kind == "dense"):
+                lines.append(f"x{s} = a{s}[i]")
+        return lines
+
+    def cell(self, j: str, sfx: str = "") -> list[str]:
+        c, lines = self.c, []
+        g: dict[int, str | None] = {}
+        sk: dict[int, str | None] = {}
+        flags = self.kind != "dense"
+        for n in c.order:
+            if self.lv[id(n)] != 2:
+                g[id(n)] = sk[id(n)] = None
+                continue
+            v = self.name(n, sfx)
+            g[id(n)] = sk[id(n)] = None
+            if n.op == "input":
+                s = c.slot[int(n.arg)]  # type: ignore[call-overload]
+                if n.access == COLVEC:
+                    lines.append(f"{v} = a{s}[{j}]")
+                elif self.kind == "dense":
+                    lines.append(f"{v} = x{s}[{j}]")
+                elif n.access == MAIN and self.kind == "nnz":
+                    lines.append(f"{v} = d{s}[k]")
+                    sk[id(n)] = "True"
+                else:
+                    cur, end, on = (("cm", "em", "msp") if n.access == MAIN else (f"c{s}", f"e{s}", f"f{s}"))
+                    lines += [f"if {on}:",
+                              f"    {cur} = csr_seek(i{s}, {cur}, {end}, {j})",
+                              f"    h{v[1:]} = {cur} < {end} and i{s}[{cur}] == {j}",
+                              f"    {v} = d{s}[{cur}] if h{v[1:]} else 0.0",
+                              f"    g{v[1:]} = not h{v[1:]}",
+                              "else:",
+                              f"    {v} = a{s}[i, {j}]",
+                              f"    g{v[1:]} = False"]
+                    g[id(n)], sk[id(n)] = f"g{v[1:]}", (f"{on} != 0" if n.access == CELL else on)
+                continue
+            args = [self.name(x, sfx) for x in n.children]
+            if not flags:
+                lines.append(f"{v} = {scalar_op(n.op, args)}")
+                continue
+            ln, g[id(n)], sk[id(n)] = flag_rules(c, n, v, args, g, sk)
+            lines += ln
+        return lines
+
+
 def _top(c: Canon) -> list[str]:
-    """Per-kernel values: literals and scalar inputs."""
+    """Kernel-level values: literals, scalar inputs and the operators over only those."""
+    lv = levels(c)
     lines = []
     for n in c.order:
+        if lv[id(n)] != 0:
+            continue
         if n.op == "literal":
             lines.append(f"{c.var(n)} = lits[{c.lit[id(n)]}]")
-        elif n.op == "input" and n.access == SCALAR:
+        elif n.op == "input":
             lines.append(f"{c.var(n)} = sc[{c.slot[int(n.arg)]}]")  # type: ignore[call-overload]
-    return lines
-
-
-def _row_prelude(c: Canon, i: str = "i") -> list[str]:
-    lines = []
-    for n in c.order:
-        if n.op != "input":
-            continue
-        s = c.slot[int(n.arg)]  # type: ignore[call-overload]
-        if n.access == ROWVEC:
-            lines.append(f"{c.var(n)} = a{s}[{i}]")
-        elif n.access == CELL:
-            lines.append(f"c{s} = p{s}[{i}] if f{s} else 0")
-            lines.append(f"e{s} = p{s}[{i} + 1] if f{s} else 0")
-    return lines
-
-
-def cell_reads(c: Canon, i: str, j: str, main_expr: str, extra: dict[str, str] | None = None) -> list[str]:
-    """Per-cell reads of the inputs (CSR CELL inputs by a row cursor) and the scalar body."""
-    lines = []
-    for n in c.order:
-        v = c.var(n)
-        if n.op == "input":
-            s = c.slot[int(n.arg)]  # type: ignore[call-overload]
-            if n.access == MAIN:
-                lines.append(f"{v} = {main_expr}")
-            elif n.access == CELL:
-                lines += [f"if f{s}:",
-                          f"    c{s} = csr_seek(i{s}, c{s}, e{s}, {j})",
-                          f"    {v} = csr_get(d{s}, i{s}, c{s}, e{s}, {j})",
-                          "else:",
-                          f"    {v} = a{s}[{i}, {j}]"]
-            elif n.access == COLVEC:
-                lines.append(f"{v} = a{s}[{j}]")
-            elif n.access in (ROWVEC, SCALAR):
-                continue
-            elif extra is not None and n.access in extra:
-                lines.append(f"{v} = {extra[n.access].format(s=s)}")
-            else:
-                raise ValueError(f"input access {n.access!r} is not valid in a {c.plan.template} plan")
-        elif n.op == "literal":
-            continue
-        elif extra is not None and n.op in extra:
-            lines.append(f"{v} = {extra[n.op].format(*[c.var(ch) for ch in n.children])}")
         else:
-            lines.append(f"{v} = {scalar_op(n.op, [c.var(ch) for ch in n.children])}")
+            lines.append(f"{c.var(n)} = {scalar_op(n.op, [c.var(x) for x in n.children])}")
     return lines
 
 
@@ -117,18 +247,76 @@ def _roots(plan: CPlan) -> list[tuple[CNode, str]]:
     return [(plan.root, plan.agg_op)]
 
 
-def _acc_init(op: str, r: int) -> list[str]:
-    if op in ("sum", "sumsq"):
-        return [f"s{r} = 0.0", f"k{r} = 0.0"]
-    return [f"s{r} = {'np.inf' if op == 'min' else '-np.inf'}"]
+def _init(op: str) -> str:
+    return "0.0" if op in ("sum", "sumsq") else ("np.inf" if op == "min" else "-np.inf")
 
 
-def _acc_add(op: str, r: int, v: str) -> list[str]:
+def _add(op: str, acc: str, v: str) -> str:
     if op == "sum":
-        return [f"s{r}, k{r} = kadd(s{r}, k{r}, {v})"]
+        return f"{acc} += {v}"
     if op == "sumsq":
-        return [f"s{r}, k{r} = kadd(s{r}, k{r}, {v} * {v})"]
-    return [f"s{r} = s_{op}(s{r}, {v})"]
+        return f"{acc} += {v} * {v}"
+    return f"{acc} = s_{op}({acc}, {v})"
+
+
+def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]) -> list[str]:
+    """The row loop of one mode. Full and row aggregates keep per-row partials q{r}_{u} (``UNROLL``
+    of them in the dense nest), folded per row: sums by Neumaier steps into the block's (s, k) or
+    the row's output, min/max directly."""
+    body = _Body(c, ms, kind)
+    pre = body.row_prelude()
+    red = agg in (FULL_AGG, ROW_AGG)
+    U = UNROLL if kind == "dense" and red else 1
+    if red:
+        pre += [f"q{r}_{u} = {_init(op)}" for r, (_, op) in enumerate(roots) for u in range(U)]
+    if agg == NO_AGG and kind != "nnz":
+        pre.append("orow = out[i]")
+
+    def consume(sfx: str, j: str, u: int) -> list[str]:
+        lines = []
+        for r, (root, op) in enumerate(roots):
+            v = body.name(root, sfx)
+            if agg == NO_AGG:
+                lines.append("outd[k] = " + v if kind == "nnz" else f"orow[{j}] = {v}")
+            elif red:
+                lines.append(_add(op, f"q{r}_{u}", v))
+            elif op in ("sum", "sumsq"):
+                x = f"{v} * {v}" if op == "sumsq" else v
+                lines.append(f"cs[{j}], ck[{j}] = kadd(cs[{j}], ck[{j}], {x})")
+            else:
+                lines.append(f"cs[{j}] = s_{op}(cs[{j}], {v})")
+        return lines
+
+    if kind == "nnz":
+        loop = [f"for k in range(p{ms}[i], p{ms}[i + 1]):"] + indent([f"j = i{ms}[k]", *body.cell("j"),
+                                                                       *consume("", "j", 0)], 1)
+    elif U > 1:
+        inner: list[str] = []
+        for u in range(U):
+            inner += [f"j_{u} = j0 + {u}", *body.cell(f"j_{u}", f"_{u}"), *consume(f"_{u}", f"j_{u}", u)]
+        loop = ["mu = m - m % " + str(U), f"for j0 in range(0, mu, {U}):"] + indent(inner, 1)
+        loop += ["for j in range(mu, m):"] + indent([*body.cell("j", "_0"), *consume("_0", "j", 0)], 1)
+    else:
+        loop = ["for j in range(m):"] + indent([*body.cell("j"), *consume("", "j", 0)], 1)
+    post: list[str] = []
+    for r, (_, op) in enumerate(roots):
+        if not red:
+            break
+        qs = [f"q{r}_{u}" for u in range(U)]
+        if agg == ROW_AGG and op in ("min", "max") and kind == "nnz":
+            post += [f"if p{ms}[i + 1] - p{ms}[i] < m:", f"    q{r}_0 = s_{op}(q{r}_0, 0.0)"]
+        if op in ("sum", "sumsq"):
+            if agg == FULL_AGG:
+                post += [f"s{r}, k{r} = kadd(s{r}, k{r}, {q})" for q in qs]
+            else:
+                post += ["t0 = 0.0", "t1 = 0.0"] + [f"t0, t1 = kadd(t0, t1, {q})" for q in qs]
+                post.append("out[i] = kfin(t0, t1)")
+        else:
+            fold = qs[0]
+            for q in qs[1:]:
+                fold = f"s_{op}({fold}, {q})"
+            post.append(f"s{r} = s_{op}(s{r}, {fold})" if agg == FULL_AGG else f"out[i] = {fold}")
+    return ["for i in range(r0, r1):"] + indent(pre + loop + post, 1)
 
 
 def generate_cell(plan: CPlan, key: str) -> str:
@@ -141,59 +329,24 @@ def generate_cell(plan: CPlan, key: str) -> str:
     for _, op in roots:
         if op not in ("sum", "sumsq", "min", "max"):
             raise ValueError(f"unknown aggregation op {op!r}")
+    for n in c.order:
+        if n.op == "input" and n.access not in (MAIN, CELL, ROWVEC, COLVEC, SCALAR):
+            raise ValueError(f"input access {n.access!r} is not valid in a {plan.template} plan")
     args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", *slot_args(c), "out", "outd", "parts"]
-    modes = [(0, f"a{ms}[i, j]", None), (1, f"csr_get(d{ms}, i{ms}, cm, em, j)", "all")]
-    if plan.sparse_safe:
-        modes.append((2, f"d{ms}[k]", "nnz"))
-
+    kinds = [(0, "dense"), (1, "flag")] + ([(2, "nnz")] if plan.sparse_safe else [])
     block: list[str] = ["r0 = b * rpb", "r1 = min(n, r0 + rpb)"]
     if agg == FULL_AGG:
         for r, (_, op) in enumerate(roots):
-            block += _acc_init(op, r)
-    for pos, (mode, main_expr, kind) in enumerate(modes):
-        body = [("if" if pos == 0 else "elif") + f" mode == {mode}:"]
-        loop = ["for i in range(r0, r1):"]
-        pre = _row_prelude(c)
-        if agg == ROW_AGG:
-            pre += _acc_init(roots[0][1], 0)
-        if kind == "all":
-            pre += [f"cm = p{ms}[i]", f"em = p{ms}[i + 1]"]
-        inner_head = ([f"for k in range(p{ms}[i], p{ms}[i + 1]):", f"    j = i{ms}[k]"] if kind == "nnz"
-                      else ["for j in range(m):"])
-        inner: list[str] = []
-        if kind == "all":
-            inner.append(f"cm = csr_seek(i{ms}, cm, em, j)")
-        inner += cell_reads(c, "i", "j", main_expr)
-        for r, (root, op) in enumerate(roots):
-            v = c.var(root)
-            if agg == NO_AGG:
-                inner.append(f"outd[k] = {v}" if kind == "nnz" else f"out[i, j] = {v}")
-            elif agg in (FULL_AGG, ROW_AGG):
-                inner += _acc_add(op, r, v)
-            else:  # COL_AGG
-                if op in ("sum", "sumsq"):
-                    x = f"{v} * {v}" if op == "sumsq" else v
-                    inner.append(f"parts[b, j, 0], parts[b, j, 1] = kadd(parts[b, j, 0], parts[b, j, 1], {x})")
-                else:
-                    inner.append(f"parts[b, j, 0] = s_{op}(parts[b, j, 0], {v})")
-        post: list[str] = []
-        if agg == ROW_AGG:
-            op = roots[0][1]
-            if op in ("sum", "sumsq"):
-                post.append("out[i] = kfin(s0, k0)")
-            else:
-                if kind == "nnz":
-                    post.append(f"if p{ms}[i + 1] - p{ms}[i] < m:")
-                    post.append(f"    s0 = s_{op}(s0, 0.0)")
-                post.append("out[i] = s0")
-        loop += indent(pre + inner_head + indent(inner, 1) + post, 1)
-        block += body + indent(loop, 1)
+            block += [f"s{r} = {_init(op)}", f"k{r} = 0.0"]
+    if agg == COL_AGG:
+        block += ["cs = parts[b, 0]", "ck = parts[b, 1]"]
+    for pos, (mode, kind) in enumerate(kinds):
+        block += [("if" if pos == 0 else "elif") + f" mode == {mode}:"]
+        block += indent(_nest(c, ms, kind, agg, roots), 1)
     if agg == FULL_AGG:
-        for r, (_, op) in enumerate(roots):
-            block.append(f"parts[b, {r}, 0] = s{r}")
-            if op in ("sum", "sumsq"):
-                block.append(f"parts[b, {r}, 1] = k{r}")
+        for r, _ in enumerate(roots):
+            block += [f"parts[b, {r}, 0] = s{r}", f"parts[b, {r}, 1] = k{r}"]
     lines = [JIT, f"def kernel({', '.join(args)}):"]
-    lines += indent(_top(c), 1)
+    lines += indent(_top(c) + [f"msp = mode == 1 and p{ms}.shape[0] > 0"], 1)
     lines += indent(["for b in range(b0, b1):"] + indent(block, 1), 1)
     return HEADER.format(hash=key) + "\n".join(lines) + "\n"

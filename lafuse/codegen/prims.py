@@ -303,14 +303,14 @@ def zero_safe(m: float, d: float) -> bool:
 
 @_jit
 def kcombine_cols(parts: np.ndarray) -> np.ndarray:
-    """Per-column block partials (nb x m x 2) combined in block order."""
-    m = parts.shape[1]
+    """Per-column block partials (nb x 2 x m: sums, compensations) combined in block order."""
+    m = parts.shape[2]
     out = np.empty(m)
     for j in range(m):
         s = 0.0
         c = 0.0
         for b in range(parts.shape[0]):
-            s, c = kadd(s, c, kfin(parts[b, j, 0], parts[b, j, 1]))
+            s, c = kadd(s, c, kfin(parts[b, 0, j], parts[b, 1, j]))
         out[j] = kfin(s, c)
     return out
 

@@ -10,9 +10,9 @@ n x 1 column, a row vector per row an n x L matrix, so the unfused element-wise,
 matrix-multiply kernels apply unchanged. The one deliberate deviation from the unfused operators is
 the outer template's rule (cplan.py): cells where the main input X is zero are zero, and its
 LEFT_MM/RIGHT_MM products sum over the non-zero cells of the result only (sparse products, as
-SystemDS's wdivmm does), so a NaN in ``mm`` reaches only the rows it is multiplied into. Likewise
-a sparse-safe cell/magg plan over a CSR main input is 0 where that input is 0 (see _annihilates):
-the unfused kernels give that result for a CSR operand.
+SystemDS's wdivmm does), so a NaN in ``mm`` reaches only the rows it is multiplied into. Cell and
+magg plans with a CSR input follow the unfused operators' sparse semantics (:func:`_eval_flags`):
+a structural zero annihilates ``*`` with a full-size operand whatever it holds.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CNode,
     CPlan,
-    finite_required,
 )
 from lafuse.runtime.local.kernels import KERNELS
 
@@ -139,18 +138,86 @@ def _aggregate(cells: np.ndarray, agg: str, agg_op: str) -> Any:
     return _dense(KERNELS[fn](cells))
 
 
-def _annihilates(plan: CPlan, inputs: list[Any]) -> bool:
-    """A sparse-safe plan over a CSR main input is 0 where that input is 0 (SystemDS's sparse-safe
-    rule the unfused kernels follow: a sparse zero annihilates ``*`` and ``&`` with a full-size
-    operand whatever it holds), provided the inputs of ``finite_required`` and the literals are
-    finite (otherwise the unfused result is NaN there, e.g. ``X * r`` with NaN in r)."""
-    if not plan.sparse_safe or not hasattr(inputs[main_position(plan)], "tocsr"):
-        return False
-    for pos in finite_required(plan):
-        if not np.all(np.isfinite(_dense(inputs[pos]))):
-            return False
-    lits = plan.canonical_key()[2]
-    return bool(np.all(np.isfinite(lits)))
+def _csr_inputs(plan: CPlan, inputs: list[Any]) -> bool:
+    """Some full-size (MAIN or CELL) input is CSR: the unfused operators then have sparse semantics."""
+    return any(n.op == "input" and n.access in (MAIN, CELL) and hasattr(inputs[int(n.arg)], "tocsr")  # type: ignore[call-overload]
+               for n in _nodes(plan))
+
+
+def _nodes(plan: CPlan) -> list[CNode]:
+    seen: dict[int, CNode] = {}
+
+    def walk(n: CNode) -> None:
+        if id(n) in seen:
+            return
+        for ch in n.children:
+            walk(ch)
+        seen[id(n)] = n
+
+    for r in plan.all_roots():
+        walk(r)
+    return list(seen.values())
+
+
+def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[int, Any]:
+    """Cell values with the unfused operators' sparse semantics: next to each full-size node a
+    "structural zero" mask (the unfused result is CSR there and holds no entry), by the rules of
+    ``gen_cell.flag_rules``: a structural zero annihilates ``*``/``&`` with another full-size
+    operand whatever it holds; a result is CSR where the unfused kernel keeps a CSR operand's
+    pattern, and its zeros are then structural (+0.0)."""
+    from lafuse.codegen.gen_cell import F00, KEEP_UNARY
+
+    val: dict[int, Any] = {}
+    flag: dict[int, Any] = {}
+    sparse: dict[int, Any] = {}
+    full: set[int] = set()
+    for n in _nodes(plan):
+        k = id(n)
+        flag[k] = sparse[k] = None
+        if n.op == "input":
+            x = inputs[int(n.arg)]  # type: ignore[call-overload]
+            val[k] = _read(x, n.access, shape)
+            if n.access in (MAIN, CELL):
+                full.add(k)
+                if hasattr(x, "tocsr"):
+                    c = x.tocsr()
+                    stored = np.zeros(shape, dtype=bool)
+                    stored[np.repeat(np.arange(shape[0]), np.diff(c.indptr)), c.indices] = True
+                    flag[k], sparse[k] = ~stored, np.ones(shape, dtype=bool)
+            continue
+        if n.op == "literal":
+            val[k] = float(n.arg)  # type: ignore[arg-type]
+            continue
+        ch = n.children
+        args = [val[id(c)] for c in ch]
+        v = _dense(KERNELS[n.op](*_bcast(args)))
+        fulls = [c for c in ch if id(c) in full]
+        if fulls:
+            full.add(k)
+        sp_: Any = None
+        if len(ch) == 2 and len(fulls) == 2:
+            a, b = (sparse[id(c)] for c in ch)
+            if n.op in ("*", "&"):
+                sp_ = a if b is None else b if a is None else (a | b)
+                fa, fb = (flag[id(c)] for c in ch)
+                ann = fa if fb is None else fb if fa is None else (fa | fb)
+                if ann is not None:
+                    v = np.where(ann, 0.0, _full(v, shape))
+            elif n.op in F00 and a is not None and b is not None:
+                sp_ = a & b
+        elif len(ch) == 2 and len(fulls) == 1 and sparse[id(fulls[0])] is not None:
+            z = [np.zeros(shape), args[1]] if ch[0] is fulls[0] else [args[0], np.zeros(shape)]
+            with np.errstate(all="ignore"):
+                sp_ = sparse[id(fulls[0])] & (_full(_dense(KERNELS[n.op](*_bcast(z))), shape) == 0)
+        elif len(ch) == 1 and fulls and n.op in KEEP_UNARY:
+            sp_ = sparse[id(ch[0])]
+        if sp_ is not None:
+            v = _full(v, shape)
+            f = sp_ & (v == 0)
+            v = np.where(f, 0.0, v)
+            flag[k], sparse[k] = f, sp_
+        val[k] = v
+    return val
 
 
 def _cell(plan: CPlan, inputs: list[Any]) -> Any:
@@ -158,12 +225,10 @@ def _cell(plan: CPlan, inputs: list[Any]) -> Any:
     if not isinstance(main, np.ndarray):
         raise ValueError("the main input of a cell-wise operator must be a matrix")
     shape = main.shape
-    memo = _eval(plan, inputs, shape, {})
-    zero = _annihilates(plan, inputs)
+    memo = _eval_flags(plan, inputs, shape) if _csr_inputs(plan, inputs) else _eval(plan, inputs, shape, {})
 
     def cells(r: CNode) -> np.ndarray:
-        v = _full(memo[id(r)], shape)
-        return np.where(main != 0, v, 0.0) if zero else v
+        return _full(memo[id(r)], shape)
 
     if plan.template == "magg":
         return tuple(_aggregate(cells(r), FULL_AGG, op) for r, op in zip(plan.roots, plan.agg_ops))

@@ -179,9 +179,9 @@ def make_csr(data: np.ndarray, m: Mat) -> Any:
 # ------------------------------------------------------------------------------------ cell
 
 
-def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarray, bool]:
+def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarray, bool, bool]:
     """Checked kernel arguments of the input slots: (main, args, scalar array, sparse iteration
-    allowed by the data). Skipping a CSR main's zeros needs only the inputs of
+    allowed by the data, some CELL input is CSR). Skipping a CSR main's zeros needs only the inputs of
     :func:`cplan.finite_required` to be finite: a sparse zero annihilates ``*``/``&`` with a
     full-size operand whatever it holds, as in the unfused kernels."""
     ms = next(s for s, a in c.access.items() if a == MAIN)
@@ -193,6 +193,7 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
     if need is None:
         need = c.memo["finite"] = {c.slot[p] for p in finite_required(c.plan) if p in c.slot}
     fin = True
+    csr_side = False
     for s in sorted(c.access):
         acc, v = c.access[s], vals[s]
         what = f"input {c.perm[s]} ({acc})"
@@ -206,6 +207,7 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
             if x.shape != (n, m):
                 raise ValueError(f"{what} has shape {x.shape}, expected {(n, m)}")
             args += [*x.args(), int(x.sparse)]
+            csr_side = csr_side or x.sparse
         elif acc == ROWVEC:
             args.append(vector(v, (n, 1), what))
         elif acc == COLVEC:
@@ -214,16 +216,18 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
             raise ValueError(f"input access {acc!r} is not valid in a cell plan")
         if fin and main.sparse and s in need:  # only then does the answer matter
             fin = bool(np.isfinite(sc[s])) if acc == SCALAR else finite.is_finite(v)
-    return main, args, sc, fin
+    return main, args, sc, fin, csr_side
 
 
 def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
     plan = c.plan
-    main, args, sc, fin = cell_args(c, vals)
+    main, args, sc, fin, csr_side = cell_args(c, vals)
     n, m = main.shape
     mode = 0
     if main.sparse:
         mode = 2 if plan.sparse_safe and fin and bool(np.all(np.isfinite(lits))) else 1
+    elif csr_side:
+        mode = 1
     magg = plan.template == "magg"
     agg = FULL_AGG if magg else plan.agg
     ops = list(plan.agg_ops) if magg else [plan.agg_op]
@@ -239,9 +243,9 @@ def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> A
     elif agg == FULL_AGG:
         parts = np.zeros((nb, len(ops), 2))
     else:
-        parts = np.zeros((nb, m, 2))
+        parts = np.zeros((nb, 2, m))
         if ops[0] in ("min", "max"):
-            parts[:, :, 0] = np.inf if ops[0] == "min" else -np.inf
+            parts[:, 0, :] = np.inf if ops[0] == "min" else -np.inf
     launch(kernel, nb, mode, n, m, rpb, nb, lits, sc, *args, out.reshape(-1) if agg == ROW_AGG else out,
            outd, parts)
     if agg == NO_AGG:
@@ -269,7 +273,7 @@ def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> A
             red = np.minimum if ops[0] == "min" else np.maximum
             col = np.full(m, np.inf if ops[0] == "min" else -np.inf)
             for b in range(nb):
-                col = red(col, parts[b, :, 0])
+                col = red(col, parts[b, 0, :])
             if unseen:
                 gaps = np.bincount(main.i, minlength=m) < n
                 col = np.where(gaps, red(col, 0.0), col)
