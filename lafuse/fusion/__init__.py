@@ -88,12 +88,22 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
 
 
 def _kernel_cached(plan: C.CPlan) -> bool:
-    try:
-        from lafuse import codegen
+    """Whether the plan's kernel is in the plan cache. Deciding not to fuse must not cost Numba's
+    start-up (~0.5 s), so before the code generator is loaded the on-disk cache is probed by file
+    name (``k_<canonical hash>_*.py`` in the cache directory) without importing it."""
+    import sys
 
-        fn = getattr(codegen, "is_cached", None)
-        return bool(fn(plan)) if fn is not None else False
-    except ImportError:
+    cg = sys.modules.get("lafuse.codegen")
+    if cg is not None and hasattr(cg, "is_cached"):
+        return bool(cg.is_cached(plan))
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
+    try:
+        return any(base.glob(f"k_{plan.canonical_key()[0]}_*.py"))
+    except OSError:
         return False
 
 
