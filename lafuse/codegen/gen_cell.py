@@ -119,8 +119,10 @@ def flag_rules(c: Canon, n: CNode, v: str, args: list[str], g: dict[int, str | N
 
     ``sparse`` says the unfused result of the node is CSR at this cell; its zeros are then
     structural (``eliminate_zeros``), so ``flag = sparse and value == 0``, and a flagged value is
-    +0.0 (a structural zero, never -0.0). Rules: ``*``/``&`` of two full-size operands: 0 where
-    either is a structural zero (else the product), sparse if either is; other binary ops with
+    +0.0 (a structural zero, never -0.0). Rules: ``*``/``&`` of two full-size operands: a CSR
+    operand's structural zero annihilates a dense one (0 whatever it holds), two CSR operands
+    combine over the union of their patterns (SciPy computes ``-inf * 0`` there: NaN), sparse if
+    either is; other binary ops with
     f(0, 0) == 0 between two full-size operands: sparse if both are; a full-size operand with a
     vector/scalar s: sparse if it is and f(0, s) == 0 (the unfused kernels check the whole vector;
     per cell is the same except downstream of a vector holding NaN/Inf elsewhere); unary ops with
@@ -134,7 +136,11 @@ def flag_rules(c: Canon, n: CNode, v: str, args: list[str], g: dict[int, str | N
     if len(ch) == 2 and len(fulls) == 2:
         if n.op in ("*", "&"):
             sparse = _or([sk[id(x)] for x in ch])
-            ann = _or([g[id(x)] for x in ch])
+            terms: list[str | None] = []
+            for x, o in ((ch[0], ch[1]), (ch[1], ch[0])):
+                gx, so = g[id(x)], sk[id(o)]
+                terms.append(gx if gx is None or so is None else f"({gx} and not {so})")
+            ann = _or(terms)
             if ann is not None:
                 expr = f"0.0 if {ann} else {expr}"
         elif n.op in F00:

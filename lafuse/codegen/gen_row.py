@@ -7,8 +7,12 @@ Vector intermediates live in buffers allocated once per block (never per row). T
 * sparse (mode 2, only for plans whose uses of the main row all have sparse forms): the main row
   stays the stored range [p0, p1) of the CSR, possibly scaled (``X_i * s``, ``X_i / s``), and is
   consumed by dot, vecmat, row aggregates and the output accumulation in O(nnz of the row), so
-  ``t(X) %*% (X %*% v)`` costs O(nnz(X)). Skipping zeros is exact only when the scale maps 0 to 0
-  and the dense operand it meets is finite; a row where that fails falls back to the dense body.
+  ``t(X) %*% (X %*% v)`` costs O(nnz(X)). Matrix products (``vecmat``: ``X %*% B``, and the
+  COL_AGG_T / COL_AGG_B1_T accumulation: ``t(X) %*% w``) meet only the stored entries, exactly as
+  the unfused SciPy product, so NaN/Inf in the dense factor reach only the rows/columns the stored
+  entries touch. Element-wise uses (``X * s``, ``rowSums(X * c)`` as ``dot``, row aggregates, the
+  NO_AGG/COL_AGG/FULL_AGG outputs) skip zeros only when the scale maps 0 to 0 and the dense operand
+  is finite; a row where that fails falls back to the dense body.
 
 Kernel arguments: ``b0, b1, mode, n, m, rpb, nb, lits, sc, lens`` (the run-time length of every
 node, see :func:`analyze`), the input slots (MAIN/CELL as in the cell template, ROWVEC/COLVEC
@@ -181,7 +185,9 @@ class _Emitter:
                 lines += pre
                 if info.kind[id(o)] == "S":
                     lines += [f"if not np.isfinite({self.v(o)}):", "    bad = True"]
-                elif not (o.op == "input" and o.access == COLVEC):
+                elif o.op == "input" and o.access == COLVEC:  # checked once per call
+                    lines += [f"if not cf{self.idx(o)}:", "    bad = True"]
+                else:
                     lines += [f"if not all_finite_n({arr}, L{k}):", "    bad = True"]
                 return lines + [f"{v} = sp_dot({rng}, {arr}, {z})"]
             if n.op == "rowSums":
@@ -207,12 +213,40 @@ class _Emitter:
             return pa + [f"vecmat({aa}, {za}, {B}.shape[0], {B}, t{k})", f"{v} = t{k}"]
         if info.kind[id(n)] == "S":
             return [f"{v} = {scalar_op(n.op, [self.v(x) for x in ch])}"]
-        return [f"for q in range(L{k}):",
-                f"    t{k}[q] = {scalar_op(n.op, [self.elem(x, 'q') for x in ch])}",
-                f"{v} = t{k}"]
+        expr = scalar_op(n.op, [self.elem(x, 'q') for x in ch])
+        if n.op in ("*", "&") and all(info.kind[id(x)] == "V" for x in ch):
+            # a structural zero of a CSR main/CELL row annihilates the product (unfused semantics)
+            # (two CSR rows combine over the union of their patterns, as SciPy's multiply)
+            def csr(x: CNode) -> str | None:
+                if x.op == "input" and x.access in (MAIN, CELL):
+                    return "spm" if x.access == MAIN else f"f{self.slot(x)}"
+                return None
+
+            zs = []
+            for x, o in ((ch[0], ch[1]), (ch[1], ch[0])):
+                sx, so = csr(x), csr(o)
+                if sx is not None:
+                    zs.append(f"({sx} and {self.elem(x, 'q')} == 0.0" + (f" and not {so})" if so else ")"))
+            if zs:
+                expr = f"0.0 if {' or '.join(zs)} else {expr}"
+        return [f"for q in range(L{k}):", f"    t{k}[q] = {expr}", f"{v} = t{k}"]
 
     def slot(self, n: CNode) -> int:
         return self.c.slot[int(n.arg)]  # type: ignore[call-overload]
+
+
+def axpy_root(e: _Emitter, plan: CPlan) -> tuple[CNode, CNode] | None:
+    """(vector, scalar) operands of a root ``vector * scalar`` summed over rows (COL_AGG, COL_AGG_T):
+    the dense body then accumulates ``acc += vector * scalar`` directly (a vectorized axpy)
+    instead of materializing the product row."""
+    r = plan.root
+    if plan.agg not in (COL_AGG, COL_AGG_T) or r.op != "*" or e.info.kind[id(r)] != "V":
+        return None
+    a, b = r.children
+    kinds = (e.info.kind[id(a)], e.info.kind[id(b)])
+    if kinds == ("S", "V"):
+        return b, a
+    return (a, b) if kinds == ("V", "S") else None
 
 
 def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
@@ -221,11 +255,13 @@ def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
     vec = e.info.kind[id(r)] == "V"
     if plan.agg == NO_AGG:
         return ([f"for q in range(L{k}):", f"    out[i, q] = {e.elem(r, 'q')}"] if vec else [f"out[i, 0] = {v}"])
+    ax = axpy_root(e, plan)
+    if ax is not None:
+        return [f"vect_mult_add({e.v(ax[0])}, z{e.idx(ax[0])}, {e.v(ax[1])}, acc, L{k})"]
     if plan.agg in (COL_AGG, COL_AGG_T):
         return [f"vect_mult_add({v}, z{k}, 1.0, acc, L{k})"] if vec else [f"acc[0] += {v}"]
     if plan.agg == FULL_AGG:
-        return ([f"for q in range(L{k}):", f"    s0, k0 = kadd(s0, k0, {v}[q * z{k}])"] if vec
-                else [f"s0, k0 = kadd(s0, k0, {v})"])
+        return [f"s0, k0 = kadd(s0, k0, vsum({v}, L{k}))"] if vec else [f"s0, k0 = kadd(s0, k0, {v})"]
     assert plan.root2 is not None
     pa, aa, za = e.arr(r)
     pb, ab, zb = e.arr(plan.root2)
@@ -238,6 +274,13 @@ def _consume_sparse(e: _Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     k = e.idx(r)
     rng = f"d{e.ms}, i{e.ms}, lo, hi, sm{k}, sd{k}"
     checks = [f"if not zero_safe(sm{k}, sd{k}):", "    bad = True"]
+    if plan.agg in (COL_AGG_T, COL_AGG_B1_T):
+        # t(X_i) %*% s and t(X_i) %*% W_i are matrix products: like SciPy's sparse product they
+        # meet only the stored entries, so a NaN/Inf factor needs no dense fallback; only scales
+        # inside the base (element-wise ops on the main row) keep their zero check
+        base = r if r.op == "input" else _base(r, e.info)
+        checks = [] if base.op == "input" else [f"if not zero_safe(sm{e.idx(base)}, sd{e.idx(base)}):",
+                                                 "    bad = True"]
     if plan.agg == NO_AGG:
         return checks, [f"sp_scatter_row({rng}, out, i)"]
     if plan.agg in (COL_AGG, COL_AGG_T):
@@ -247,10 +290,6 @@ def _consume_sparse(e: _Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     assert plan.root2 is not None
     pb, ab, zb = e.arr(plan.root2)
     k2 = e.idx(plan.root2)
-    if e.info.kind[id(plan.root2)] == "V":
-        checks += [f"if not all_finite_n({ab}, L{k2}):", "    bad = True"]
-    else:
-        checks += [f"if not np.isfinite({e.v(plan.root2)}):", "    bad = True"]
     checks += pb
     return checks, [f"sp_outer_add({rng}, {ab}, {zb}, L{k2}, acc)"]
 
@@ -264,7 +303,7 @@ def generate_row(plan: CPlan, key: str) -> str:
     c = info.c
     ms = main_slot(c)
     e = _Emitter(info, ms)
-    top: list[str] = []
+    top: list[str] = ["spm = mode != 0"]
     alloc = ["xb = np.empty(max(m, 1))"]
     for n in c.order:
         k = e.idx(n)
@@ -274,6 +313,7 @@ def generate_row(plan: CPlan, key: str) -> str:
             top.append(f"{e.v(n)} = sc[{e.slot(n)}]")
         elif n.op == "input" and n.access == COLVEC:
             top.append(f"{e.v(n)} = a{e.slot(n)}")
+            top.append(f"cf{k} = all_finite_n(a{e.slot(n)}, a{e.slot(n)}.shape[0])")
         elif n.op == "input" and n.access == CELL:
             alloc.append(f"cb{e.slot(n)} = np.empty(max(cw{e.slot(n)}, 1))")
         top += [f"L{k} = lens[{k}]", f"z{k} = 1 if L{k} > 1 else 0"]
@@ -287,8 +327,10 @@ def generate_row(plan: CPlan, key: str) -> str:
             top.append(f"cw{s} = lens[{len(c.order) + s}]")
     dense_body = ["if mode == 0:", f"    xv = a{ms}[i]", "else:",
                   f"    densify_row(d{ms}, i{ms}, p{ms}[i], p{ms}[i + 1], xb)", "    xv = xb"]
+    ax = axpy_root(e, plan)
     for n in c.order:
-        dense_body += e.node(n, False)
+        if ax is None or n is not plan.root:
+            dense_body += e.node(n, False)
     dense_body += _consume_dense(e, plan)
     row = ["use_dense = mode != 2"]
     if info.sparse_ok:

@@ -158,10 +158,33 @@ def densify_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, out: np.nda
 
 @_jit
 def vsum(a: np.ndarray, n: int) -> float:
-    s = 0.0
-    for k in range(n):
-        s += a[k]
-    return s
+    """Sum with 4 independent partials (a fixed order: without fastmath one accumulator is bound
+    by the latency of an addition)."""
+    s0 = s1 = s2 = s3 = 0.0
+    n4 = n - n % 4
+    for k in range(0, n4, 4):
+        s0 += a[k]
+        s1 += a[k + 1]
+        s2 += a[k + 2]
+        s3 += a[k + 3]
+    for k in range(n4, n):
+        s0 += a[k]
+    return (s0 + s1) + (s2 + s3)
+
+
+@_jit
+def dot1(a: np.ndarray, b: np.ndarray, n: int) -> float:
+    """dot of two contiguous vectors, 4 independent partials."""
+    s0 = s1 = s2 = s3 = 0.0
+    n4 = n - n % 4
+    for k in range(0, n4, 4):
+        s0 += a[k] * b[k]
+        s1 += a[k + 1] * b[k + 1]
+        s2 += a[k + 2] * b[k + 2]
+        s3 += a[k + 3] * b[k + 3]
+    for k in range(n4, n):
+        s0 += a[k] * b[k]
+    return (s0 + s1) + (s2 + s3)
 
 
 @_jit
@@ -182,6 +205,9 @@ def vmax(a: np.ndarray, n: int) -> float:
 
 @_jit
 def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
+    """dot of two vectors with strides 0 (a broadcast single element) or 1."""
+    if sa == 1 and sb == 1:
+        return dot1(a, b, n)
     s = 0.0
     for k in range(n):
         s += a[k * sa] * b[k * sb]
@@ -190,17 +216,18 @@ def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
 
 @_jit
 def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
-    s = 0.0
-    for k in range(U.shape[1]):
-        s += U[i, k] * V[j, k]
-    return s
+    return dot1(U[i], V[j], U.shape[1])
 
 
 @_jit
 def vect_mult_add(a: np.ndarray, sa: int, s: float, out: np.ndarray, n: int) -> None:
-    """out += a * s (a with stride 0 broadcasts its single element)."""
-    for k in range(n):
-        out[k] += a[k * sa] * s
+    """out += a * s (a with stride 0 broadcasts its single element); the stride-1 loop vectorizes."""
+    if sa == 1:
+        for k in range(n):
+            out[k] += a[k] * s
+    else:
+        for k in range(n):
+            out[k] += a[0] * s
 
 
 @_jit
@@ -212,11 +239,16 @@ def row_mult_add(w: float, B: np.ndarray, r: int, out: np.ndarray, o: int) -> No
 
 @_jit
 def vecmat(a: np.ndarray, sa: int, K: int, B: np.ndarray, out: np.ndarray) -> None:
-    """out = a (1 x K) %*% B (K x L), zeros included (0 * NaN is NaN as in the unfused product)."""
+    """out = a (1 x K) %*% B (K x L), zeros included (0 * NaN is NaN as in the unfused product).
+    A single column is a dot product (4 partials); wider B accumulates rows (vectorized)."""
+    L = B.shape[1]
+    if L == 1 and sa == 1 and K > 0:
+        out[0] = dot1(a, B.reshape(K), K)
+        return
     out[:] = 0.0
     for k in range(K):
         x = a[k * sa]
-        for c in range(B.shape[1]):
+        for c in range(L):
             out[c] += x * B[k, c]
 
 

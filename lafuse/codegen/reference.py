@@ -200,7 +200,10 @@ def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[
             if n.op in ("*", "&"):
                 sp_ = a if b is None else b if a is None else (a | b)
                 fa, fb = (flag[id(c)] for c in ch)
-                ann = fa if fb is None else fb if fa is None else (fa | fb)
+                # a CSR zero annihilates a dense operand; two CSR operands combine over the union
+                ta = None if fa is None else fa if b is None else fa & ~b
+                tb = None if fb is None else fb if a is None else fb & ~a
+                ann = ta if tb is None else tb if ta is None else (ta | tb)
                 if ann is not None:
                     v = np.where(ann, 0.0, _full(v, shape))
             elif n.op in F00 and a is not None and b is not None:
@@ -235,13 +238,27 @@ def _cell(plan: CPlan, inputs: list[Any]) -> Any:
     return _aggregate(cells(plan.root), plan.agg, plan.agg_op)
 
 
+def _keep(v: Any) -> Any:
+    """A CSR value stays CSR (its format fixes the unfused operators' semantics), others densify."""
+    if hasattr(v, "tocsr"):
+        from lafuse.runtime.sparse import sp
+
+        return sp.csr_array(v.tocsr(), dtype=np.float64)
+    return _dense(v)
+
+
 def _row(plan: CPlan, inputs: list[Any]) -> Any:
-    main = _dense(inputs[main_position(plan)])
-    n = main.shape[0]
+    """Row plans over a CSR main (or CSR CELL inputs) keep those CSR through the unfused kernels,
+    so element-wise ops get the unfused sparse semantics and products (``X %*% v``,
+    ``t(X) %*% w``, ``t(X) %*% W``) SciPy's: NaN/Inf in the dense factor meet stored entries only."""
+    from lafuse.codegen.gen_row import analyze
+
+    raw = inputs[main_position(plan)]
+    n, m = raw.shape
 
     def read_any(v: Any, access: str) -> Any:
-        d = _dense(v)
-        if access == CELL and (not isinstance(d, np.ndarray) or d.shape[0] != n):
+        d = _keep(v) if access == CELL else _dense(v)
+        if access == CELL and (not hasattr(d, "shape") or d.shape[0] != n):
             raise ValueError(f"a CELL input of a row plan needs {n} rows")
         return d
 
@@ -251,19 +268,19 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
             raise ValueError("vecmat's second operand must be a MATRIX input")
         B = _dense(inputs[int(bnode.arg)])  # type: ignore[call-overload]
         left = ev(a)
-        if not isinstance(left, np.ndarray):
+        if not hasattr(left, "shape"):
             left = np.full((1, 1), left)
         return _dense(KERNELS["%*%"](left, B))
 
     def dot(node: CNode, ev: Any) -> Any:
         a, b = (ev(c) for c in node.children)
-        return _dense(KERNELS["rowSums"](_dense(KERNELS["*"](*_bcast([a, b])))))
+        return _dense(KERNELS["rowSums"](KERNELS["*"](*_bcast([a, b]))))
 
     def row_agg(node: CNode, ev: Any) -> Any:
         a = ev(node.children[0])
-        return _dense(KERNELS[node.op](a)) if isinstance(a, np.ndarray) else a
+        return _dense(KERNELS[node.op](a)) if hasattr(a, "shape") else a
 
-    shape = (n, main.shape[1])
+    shape = (n, m)
     extra = {"vecmat": vecmat, "dot": dot, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}
@@ -272,10 +289,28 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
 
     def value(node: CNode) -> np.ndarray:
         v = memo[id(node)]
-        if not isinstance(v, np.ndarray):
+        if not hasattr(v, "shape"):
             return np.full((n, 1), v)
+        v = _dense(v)
         return v if v.shape[0] == n else np.broadcast_to(v, (n, v.shape[1])).copy()
 
+    def matrix(node: CNode) -> Any:
+        v = memo[id(node)]
+        return v if hasattr(v, "shape") and v.shape[0] == n else value(node)
+
+    if plan.agg == COL_AGG_T:
+        info = analyze(plan)
+        r = plan.root
+        if r.op == "*" and id(r) in info.sparse:  # t(A) %*% s: A the main row, s one value per row
+            sca = info.scale_of[id(r)]
+            vec = r.children[1] if r.children[0] is sca else r.children[0]
+            if value(sca).shape[1] == 1:
+                return _dense(KERNELS["%*%"](KERNELS["t"](matrix(vec)), value(sca)))
+        return _dense(KERNELS["t"](_dense(KERNELS["colSums"](value(r)))))
+    if plan.agg == COL_AGG_B1_T:
+        if plan.root2 is None:
+            raise ValueError("COL_AGG_B1_T needs root2")
+        return _dense(KERNELS["%*%"](KERNELS["t"](matrix(plan.root)), value(plan.root2)))
     R = value(plan.root)
     if plan.agg == NO_AGG:
         return R
@@ -283,12 +318,6 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
         return _dense(KERNELS["colSums"](R))
     if plan.agg == FULL_AGG:
         return float(KERNELS["sum"](R))
-    if plan.agg == COL_AGG_T:
-        return _dense(KERNELS["t"](_dense(KERNELS["colSums"](R))))
-    if plan.agg == COL_AGG_B1_T:
-        if plan.root2 is None:
-            raise ValueError("COL_AGG_B1_T needs root2")
-        return _dense(KERNELS["%*%"](_dense(KERNELS["t"](R)), value(plan.root2)))
     raise ValueError(f"the row template has no aggregation {plan.agg!r}")
 
 
@@ -298,20 +327,23 @@ def _walk_row(node: CNode, inputs: list[Any], shape: tuple[int, int], extra: dic
         if id(n) in memo:
             return memo[id(n)]
         if n.op == "input":
+            x = inputs[int(n.arg)]  # type: ignore[call-overload]
             if n.access in (CELL, MATRIX):
-                v = read_any(inputs[int(n.arg)], n.access)  # type: ignore[call-overload]
+                v = read_any(x, n.access)
             elif n.access == COLVEC:
-                v = _dense(inputs[int(n.arg)])  # type: ignore[call-overload]
+                v = _dense(x)
                 if not isinstance(v, np.ndarray) or v.shape[0] != 1:
                     raise ValueError("a COLVEC input of a row plan must be a row vector")
+            elif n.access == MAIN and hasattr(x, "tocsr"):
+                v = _keep(x)
             else:
-                v = _read(inputs[int(n.arg)], n.access, shape)  # type: ignore[call-overload]
+                v = _read(x, n.access, shape)
         elif n.op == "literal":
             v = float(n.arg)  # type: ignore[arg-type]
         elif n.op in extra:
             v = extra[n.op](n, ev)
         else:
-            v = _dense(KERNELS[n.op](*_bcast([ev(c) for c in n.children])))
+            v = _keep(KERNELS[n.op](*_bcast([ev(c) for c in n.children])))
         memo[id(n)] = v
         return v
 

@@ -208,6 +208,10 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
                 raise ValueError(f"{what} has shape {x.shape}, expected {(n, m)}")
             args += [*x.args(), int(x.sparse)]
             csr_side = csr_side or x.sparse
+            if fin and main.sparse and x.sparse and c.plan.sparse_safe:
+                # two CSR operands of * combine over the union of their patterns (-inf * 0 is
+                # NaN where only this one stores a value): skipping the main's zeros needs it finite
+                fin = finite.is_finite(v)
         elif acc == ROWVEC:
             args.append(vector(v, (n, 1), what))
         elif acc == COLVEC:

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from lafuse.codegen import finite
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_row import RowInfo, analyze
 from lafuse.codegen.prims import kcombine
@@ -68,7 +67,6 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
     sc = np.zeros(max(c.access, default=-1) + 1)
     args: list[Any] = []
     width: dict[int, int] = {}
-    fin = True
     for s in sorted(c.access):
         acc, v = c.access[s], vals[s]
         what = f"input {c.perm[s]} ({acc})"
@@ -78,7 +76,6 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
             continue
         if acc == SCALAR:
             sc[s] = scalar(v, what)
-            fin = fin and bool(np.isfinite(sc[s]))
             continue
         if acc == CELL:
             x = as_mat(v, what)
@@ -100,13 +97,11 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
             width[s], width[-1 - s] = d.shape[1], d.shape[0]
         else:
             raise ValueError(f"input access {acc!r} is not valid in a row plan")
-        if fin and main.sparse and info.sparse_ok:
-            fin = finite.is_finite(v)
     lens = _lens(info, width)
     mode = 0
     if main.sparse:
         mode = 1
-        if info.sparse_ok and fin and bool(np.all(np.isfinite(lits))) and \
+        if info.sparse_ok and \
                 all(int(lens[int(c.var(x)[1:])]) == 1 for x in info.len1):
             mode = 2
     root = int(c.var(plan.root)[1:])
