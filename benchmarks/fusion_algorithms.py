@@ -57,7 +57,7 @@ t0 = time()
 [U, V] = alsCG(X=X, rank=20, reg=0.01, maxi=10, check=FALSE, thr=0.0, seed=7, verbose=FALSE)
 t1 = time()
 print("OPTIME " + (t1 - t0) / 1e9)
-print("RESULT " + sum(U %*% t(V[1:10, ])))
+print("RESULT " + sum(U %*% V[, 1:10]))
 """,
 }
 
@@ -77,7 +77,7 @@ def make_data(d: str, rows: int, n_sparse: int) -> dict[str, str]:
     paths["S"] = os.path.join(d, "S.mtx")
     with open(paths["S"], "w") as f:  # ijv text, 1-based
         for i, j, v in zip(S.row, S.col, S.data):
-            f.write(f"{i + 1} {j + 1} {v!r}\n")
+            f.write(f"{i + 1} {j + 1} {float(v)!r}\n")
     with open(paths["S"] + ".mtd", "w") as f:
         f.write(f'{{"data_type": "matrix", "value_type": "double", "rows": {n_sparse}, "cols": {n_sparse}, '
                 f'"nnz": {S.nnz}, "format": "text"}}')

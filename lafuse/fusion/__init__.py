@@ -217,6 +217,12 @@ def _spoof(op: FusedOp) -> Hop:
     if not multi:
         s.copy_dims(root)
         s.mem, s.out_mem = root.mem, root.out_mem
+    if op.transpose_out:  # t(F) %*% W computed as t(t(W) %*% F)
+        s.set_dims(root.cols, root.rows, root.nnz)
+        t = Hop("t", "reorg", [s], root.dt, root.vt, span=root.span)
+        t.copy_dims(root)
+        t.mem, t.out_mem = root.mem, root.out_mem
+        return t
     return s
 
 
@@ -235,7 +241,7 @@ def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
         h.inputs = [repl.get(i.id, i) for i in h.inputs]
     for op in ops:  # the spoof operators' own inputs may be other fused operators' roots
         for s in ({repl[r.id] for r in op.roots} if op.template == "magg" else {repl[op.root.id]}):
-            tgt = s.inputs[0] if s.op == "get" else s
+            tgt = s.inputs[0] if s.op in ("get", "t") else s
             tgt.inputs = [repl.get(i.id, i) for i in tgt.inputs]
     dag.roots = [repl.get(r.id, r) for r in dag.roots]
 

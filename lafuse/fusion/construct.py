@@ -23,6 +23,7 @@ from lafuse.fusion.templates import (
     is_transpose,
     outer_like,
 )
+from lafuse.hops import sizes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
 
 Cuts = frozenset[tuple[int, int]]
@@ -39,6 +40,7 @@ class FusedOp:
     plan: C.CPlan | None = None
     inputs: list[Hop] = field(default_factory=list)  # materialized inputs, CPlan positions
     roots: list[Hop] = field(default_factory=list)  # magg: the aggregates it computes
+    transpose_out: bool = False  # the root is the transpose of the operator's result (t(F) %*% W)
 
     @property
     def covered(self) -> list[int]:
@@ -358,7 +360,13 @@ def _outer_cplan(op: FusedOp) -> None:
         raise _Unsupported
     uvh = outers[0]
     n, m = uvh.rows, uvh.cols
-    u_hop, v_hop = uvh.inputs[0], uvh.inputs[1].inputs[0]
+    u_hop, b_hop = uvh.inputs
+    if is_transpose(b_hop):
+        v_hop = b_hop.inputs[0]
+    else:  # U %*% H: the kernel reads rows of t(H), a small transpose computed beforehand
+        v_hop = Hop("t", "reorg", [b_hop], MATRIX, b_hop.vt, span=b_hop.span)
+        v_hop.set_dims(b_hop.cols, b_hop.rows, b_hop.nnz)
+        sizes.infer(v_hop)
 
     def access(h: Hop) -> str:
         if h.dt != MATRIX or (h.rows == 1 and h.cols == 1):
@@ -372,14 +380,17 @@ def _outer_cplan(op: FusedOp) -> None:
         raise _Unsupported
 
     agg, mm_hop = C.NO_AGG, None
+    refs = op.entries[root.id].refs
     if root.kind == "agg_unary":
         agg, expr_root = C.FULL_AGG, root.inputs[0]
     elif is_matmult(root) and root is not uvh:
-        mm_hop = root.inputs[1]
-        if is_transpose(root.inputs[0]):
-            agg, expr_root = C.LEFT_MM, root.inputs[0].inputs[0]
-        else:
-            agg, expr_root = C.RIGHT_MM, root.inputs[0]
+        if refs[0] >= 0 and is_transpose(root.inputs[0]):  # t(W) %*% mm
+            agg, expr_root, mm_hop = C.LEFT_MM, root.inputs[0].inputs[0], root.inputs[1]
+        elif refs[0] >= 0:  # W %*% mm
+            agg, expr_root, mm_hop = C.RIGHT_MM, root.inputs[0], root.inputs[1]
+        else:  # t(F) %*% W: the transpose of LEFT_MM with mm = F
+            agg, expr_root, mm_hop = C.LEFT_MM, root.inputs[1], root.inputs[0].inputs[0]
+            op.transpose_out = True
     else:
         expr_root = root
     full = [h for h in _mat_inputs(op, hops) if h.dims_known and h.rows == n and h.cols == m

@@ -165,11 +165,13 @@ class RowTemplate(Template):
 
 
 def outer_like(h: Hop) -> bool:
-    if not (is_matmult(h) and is_transpose(h.inputs[1])):
+    """``U %*% t(V)`` or ``U %*% H`` (H = t(V), r x m) with a small inner dimension r."""
+    if not is_matmult(h) or is_transpose(h.inputs[0]):
         return False
-    u, v = h.inputs[0], h.inputs[1].inputs[0]
-    return u.dims_known and v.dims_known and u.cols == v.cols and u.cols <= OUTER_MAX_RANK \
-        and u.rows > 1 and v.rows > 1 and u.cols < min(u.rows, v.rows)
+    u, b = h.inputs
+    m = b.inputs[0].rows if is_transpose(b) else b.cols
+    return u.dims_known and b.dims_known and u.cols == b.rows and u.cols <= OUTER_MAX_RANK \
+        and u.rows > 1 and m > 1 and u.cols < min(u.rows, m)
 
 
 class OuterTemplate(Template):
@@ -189,6 +191,9 @@ class OuterTemplate(Template):
                 return b.dims_known and b.rows == inp.cols and b.cols <= OUTER_MAX_RANK
             if is_transpose(a) and a.inputs[0] is inp:  # t(W) %*% mm  (left mm)
                 return b.dims_known and b.rows == inp.rows and b.cols <= OUTER_MAX_RANK
+            if b is inp and is_transpose(a):  # t(F) %*% W = t(t(W) %*% F)  (left mm, transposed)
+                f = a.inputs[0]
+                return f.dims_known and f.rows == inp.rows and f.cols <= OUTER_MAX_RANK
         return False
 
     def close(self, h: Hop) -> int:
