@@ -235,18 +235,24 @@ class _Emitter:
         return self.c.slot[int(n.arg)]  # type: ignore[call-overload]
 
 
-def axpy_root(e: _Emitter, plan: CPlan) -> tuple[CNode, CNode] | None:
-    """(vector, scalar) operands of a root ``vector * scalar`` summed over rows (COL_AGG, COL_AGG_T):
-    the dense body then accumulates ``acc += vector * scalar`` directly (a vectorized axpy)
-    instead of materializing the product row."""
+def axpy_root(e: _Emitter, plan: CPlan) -> tuple[CNode, CNode, bool] | None:
+    """(vector, scalar, static) operands of a root ``vector * scalar`` summed over rows (COL_AGG,
+    COL_AGG_T): the dense body then accumulates ``acc += vector * scalar`` directly (a vectorized
+    axpy) instead of materializing the product row. ``static`` False: the scalar is a vector node
+    of run-time length 1 (``X %*% v`` with one column), so the body checks its length."""
     r = plan.root
     if plan.agg not in (COL_AGG, COL_AGG_T) or r.op != "*" or e.info.kind[id(r)] != "V":
         return None
     a, b = r.children
     kinds = (e.info.kind[id(a)], e.info.kind[id(b)])
     if kinds == ("S", "V"):
-        return b, a
-    return (a, b) if kinds == ("V", "S") else None
+        return b, a, True
+    if kinds == ("V", "S"):
+        return a, b, True
+    if id(r) in e.info.sparse and e.info.kind[id(e.info.scale_of[id(r)])] == "V":
+        sca = e.info.scale_of[id(r)]
+        return (b if a is sca else a), sca, False
+    return None
 
 
 def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
@@ -255,9 +261,6 @@ def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
     vec = e.info.kind[id(r)] == "V"
     if plan.agg == NO_AGG:
         return ([f"for q in range(L{k}):", f"    out[i, q] = {e.elem(r, 'q')}"] if vec else [f"out[i, 0] = {v}"])
-    ax = axpy_root(e, plan)
-    if ax is not None:
-        return [f"vect_mult_add({e.v(ax[0])}, z{e.idx(ax[0])}, {e.v(ax[1])}, acc, L{k})"]
     if plan.agg in (COL_AGG, COL_AGG_T):
         return [f"vect_mult_add({v}, z{k}, 1.0, acc, L{k})"] if vec else [f"acc[0] += {v}"]
     if plan.agg == FULL_AGG:
@@ -331,7 +334,16 @@ def generate_row(plan: CPlan, key: str) -> str:
     for n in c.order:
         if ax is None or n is not plan.root:
             dense_body += e.node(n, False)
-    dense_body += _consume_dense(e, plan)
+    if ax is None:
+        dense_body += _consume_dense(e, plan)
+    else:
+        vec, sca, static = ax
+        kr = e.idx(plan.root)
+        axpy = [f"vect_mult_add({e.v(vec)}, z{e.idx(vec)}, {e.scalar(sca)}, acc, L{kr})"]
+        # dense main only: over a CSR main the product row keeps its structural-zero rule
+        cond = "mode == 0" + ("" if static else f" and L{e.idx(sca)} == 1")
+        dense_body += [f"if {cond}:"] + indent(axpy, 1) + ["else:"]
+        dense_body += indent(e.node(plan.root, False) + _consume_dense(e, plan), 1)
     row = ["use_dense = mode != 2"]
     if info.sparse_ok:
         sparse_body = [f"lo = p{ms}[i]", f"hi = p{ms}[i + 1]", "bad = False"]
