@@ -59,9 +59,16 @@ class FusionPlan:
 
 def valid_entries(memo: MemoTable, h: Hop, templates: tuple[str, ...], cuts: Cuts,
                   open_only: bool = False) -> list[MemoEntry]:
-    out = [e for e in memo.entries(h.id) if e.template in templates and not (open_only and e.closed)
-           and not any(r >= 0 and (h.id, r) in cuts for r in e.refs)]
-    return sorted(out, key=lambda e: (PREFERENCE[e.template], -e.nrefs, e.refs))
+    key = (h.id, templates, open_only)
+    ranked = memo.ranked.get(key)
+    if ranked is None:  # the order does not depend on the cuts: sort once per group
+        ranked = memo.ranked[key] = sorted(
+            (e for e in memo.entries(h.id) if e.template in templates and not (open_only and e.closed)),
+            key=lambda e: (PREFERENCE[e.template], -e.nrefs, e.refs))
+    if not cuts:
+        return ranked
+    hid = h.id
+    return [e for e in ranked if not any(r >= 0 and (hid, r) in cuts for r in e.refs)]
 
 
 def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts,
@@ -97,8 +104,9 @@ def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts,
 
 
 def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
-               protect_outer: bool = False) -> FusionPlan:
-    """``order``: the DAG's HOPs in topological order."""
+               protect_outer: bool = False, cache: dict | None = None) -> FusionPlan:
+    """``order``: the DAG's HOPs in topological order; ``cache`` memoizes CPlan construction per
+    fused operator across the many assignments an enumeration evaluates."""
     need = {r.id for r in roots}
     fused: list[FusedOp] = []
     basic: list[Hop] = []
@@ -112,7 +120,7 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
                 continue
             cand = FusedOp(e.template, h, expand(memo, h, e, cuts, protect_outer))
             if len(cand.entries) >= 2 and (op is None or len(cand.entries) > len(op.entries)) \
-                    and make_cplan(cand):
+                    and _make_cached(cand, cache):
                 op = cand
         if op is not None:
             fused.append(op)
@@ -127,6 +135,18 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
 
 class _Unsupported(Exception):
     pass
+
+
+def _make_cached(op: FusedOp, cache: dict | None) -> bool:
+    if cache is None:
+        return make_cplan(op)
+    key = (op.template, op.root.id, tuple(sorted(op.entries.items(), key=lambda kv: kv[0])))
+    hit = cache.get(key)
+    if hit is None:
+        ok = make_cplan(op)
+        hit = cache[key] = (ok, op.plan, op.inputs, op.transpose_out)
+    ok, op.plan, op.inputs, op.transpose_out = hit
+    return ok
 
 
 def make_cplan(op: FusedOp) -> bool:

@@ -25,7 +25,7 @@ class MemoEntry:
 
     @property
     def nrefs(self) -> int:
-        return sum(1 for r in self.refs if r >= 0)
+        return len(self.refs) - self.refs.count(-1)
 
     def __repr__(self) -> str:
         return f"{self.template[0].upper()}({','.join(map(str, self.refs))}){'c' if self.closed else ''}"
@@ -39,6 +39,7 @@ class MemoTable:
     explored: int = 0  # HOPs visited
     created: int = 0  # entries created before pruning
     pruned: int = 0  # entries removed (closed invalid, closed without references, duplicates, dominated)
+    ranked: dict = field(default_factory=dict)  # (hop id, templates, open only) -> entries, best first
 
     def entries(self, hid: int) -> list[MemoEntry]:
         return self.groups.get(hid, [])

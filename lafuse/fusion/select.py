@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lafuse.cost.constants import FUSED_OP_RATE
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, FUSED_OP_RATE
 from lafuse.cost.fused import basic_cost, fused_cost
 from lafuse.cost.operators import meta
 from lafuse.cost.profile import HardwareProfile
@@ -22,7 +22,8 @@ from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
 from lafuse.fusion.memo import MemoTable
 from lafuse.hops.hop import Hop
 
-MAX_POINTS_EXHAUSTIVE = 16  # interesting points per partition enumerated (2^16 plans) before a greedy pass
+MAX_POINTS_EXHAUSTIVE = 9  # interesting points per partition enumerated (2^9 plans) before a greedy pass
+MAX_PLANS_PER_DAG = 1024  # plan evaluations per DAG before the remaining partitions are chosen greedily
 
 
 @dataclass
@@ -43,6 +44,9 @@ class Context:
     prof: HardwareProfile
     stats: SelectStats = field(default_factory=SelectStats)
     hints: dict[str, float] | None = None  # non-zeros of the variables the DAG reads
+    weight: float = 1.0  # expected executions of the DAG (amortizes kernel compilation)
+    cplans: dict = field(default_factory=dict)  # CPlan construction memo across evaluated plans
+    costs: dict = field(default_factory=dict)  # operator cost memo across evaluated plans
 
 
 class Selector:
@@ -107,18 +111,28 @@ def interesting_points(memo: MemoTable, part: set[int]) -> list[tuple[int, int]]
 
 
 def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: float = float("inf"),
-              hints: dict[str, float] | None = None) -> float:
-    """C(P|q) of Eq. 4 over the operators of partition ``part``; stops early past ``bound``."""
+              hints: dict[str, float] | None = None, memo: dict | None = None) -> float:
+    """C(P|q) of Eq. 4 over the operators of partition ``part``; stops early past ``bound``.
+    ``memo`` keeps operator costs across the assignments of one enumeration (a basic operator's
+    cost never changes; a fused one's depends only on what it covers)."""
+    memo = {} if memo is None else memo
     total = 0.0
     for op in plan.fused:
         if op.root.id in part:
             assert op.plan is not None
-            total += fused_cost(op.plan, op.inputs, op.root, prof, hints)
+            key = ("f", op.template, op.root.id, frozenset(op.entries))
+            c = memo.get(key)
+            if c is None:
+                c = memo[key] = fused_cost(op.plan, op.inputs, op.root, prof, hints)
+            total += c
             if total >= bound:
                 return total
     for h in plan.basic:
         if h.id in part:
-            total += basic_cost(h, prof, hints)
+            c = memo.get(h.id)
+            if c is None:
+                c = memo[h.id] = basic_cost(h, prof, hints)
+            total += c
     return total
 
 
@@ -149,9 +163,25 @@ class CostBased(Selector):
             ctx.stats.partitions += 1
             ctx.stats.points += len(pts)
             ctx.stats.plans_total += 2 ** len(pts)
+            if self._cannot_pay(ctx, part, pts):
+                # no plan of the partition saves enough to load even one cached kernel: all of it
+                # stays unfused, without enumerating anything
+                cuts |= {(c, g) for c in part for e in ctx.memo.entries(c) for g in e.refs if g >= 0}
+                ctx.stats.pruned_cost += 2 ** len(pts)
+                continue
             best = self._enumerate(ctx, part, pts, frozenset(cuts))
             cuts |= best
         return frozenset(cuts)
+
+    def _cannot_pay(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> bool:
+        unfused = 0.0
+        for h in part:
+            c = ctx.costs.get(h)
+            if c is None:
+                c = ctx.costs[h] = basic_cost(ctx.memo.hops[h], ctx.prof, ctx.hints)
+            unfused += c
+        best_case = self._lower_bound(ctx, part, pts).of(set()) + ctx.prof.matrix_op_overhead
+        return (unfused - best_case) * ctx.weight < CODEGEN_WARM_LOAD_TIME
 
     def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> Bound:
         """Static costs of any plan of the partition: write its roots, read its inputs once, and
@@ -172,14 +202,16 @@ class CostBased(Selector):
 
     def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
         n = len(pts)
-        if n > MAX_POINTS_EXHAUSTIVE:  # greedy: fuse-all, then each point alone
+        if n > MAX_POINTS_EXHAUSTIVE or ctx.stats.plans_evaluated > MAX_PLANS_PER_DAG:
+            # greedy: fuse-all, then each point alone
             return self._greedy(ctx, part, pts, fixed)
         lb = self._lower_bound(ctx, part, pts)
         return self._skip_enum(ctx, part, pts, fixed, lb)
 
     def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
         ctx.stats.plans_evaluated += 1
-        return plan_cost(build_plan(ctx.memo, ctx.roots, ctx.order, cuts), part, ctx.prof, bound, ctx.hints)
+        plan = build_plan(ctx.memo, ctx.roots, ctx.order, cuts, cache=ctx.cplans)
+        return plan_cost(plan, part, ctx.prof, bound, ctx.hints, ctx.costs)
 
     def _skip_enum(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
                    lb: Bound) -> Cuts:
