@@ -124,7 +124,9 @@ def test_tiny_inputs_stay_unfused_by_cost():
         st = fusion.FusionStats()
         dag, _ = fusion.optimize(b.dag, cfg, st)
     assert not [h for h in dag.hops() if h.kind == "spoof"]
-    assert st.unfused_by_compile_cost >= 1
+    # either the partition is skipped unenumerated (it cannot pay for loading even a cached kernel)
+    # or its best plan is dissolved because compiling it would not pay off
+    assert st.select.pruned_cost >= 1 or st.unfused_by_compile_cost >= 1
     # the heuristics fuse regardless of size
     with cfgmod.using(cfg.with_(fusion="fuse-all")):
         dag2, _ = fusion.optimize(b.dag, cfgmod.get())
