@@ -16,6 +16,10 @@ compiled kernel serves every input format:
 * 2 = the CSR main's stored entries only (sparse-safe plans; the caller selects it only when the
   inputs of ``cplan.finite_required`` are finite), flags for CSR CELL inputs as in mode 1.
 
+* 3 = the intersection of the stored entries of the CSR main and all (CSR) CELL inputs, when every
+  sum root is zero wherever one of them has a structural zero (:func:`isect_ok`) and the runner
+  has checked all of them finite: a merge over the sorted column indices, no flags.
+
 Rows are cut into ``nb`` blocks of ``rpb`` rows, a function of the shape only, and every
 aggregate is a per-block (compensated) partial combined in block order, so results do not depend
 on the thread count.
@@ -159,6 +163,48 @@ def flag_rules(c: Canon, n: CNode, v: str, args: list[str], g: dict[int, str | N
     return lines, f"g{k}", f"y{k}"
 
 
+def _zeros_of(c: Canon) -> dict[int, frozenset[int]]:
+    """Per node: the MAIN/CELL slots whose structural zero makes the node's value zero, provided all
+    of them, and the literals, are finite (``*``/``&`` of full-size operands, ``*`` with a literal,
+    unary ops with f(0) == 0)."""
+    fs = full_nodes(c)
+    z: dict[int, frozenset[int]] = {}
+    for n in c.order:
+        r: frozenset[int] = frozenset()
+        if n.op == "input" and n.access in (MAIN, CELL):
+            r = frozenset({c.slot[int(n.arg)]})  # type: ignore[call-overload]
+        elif n.op in ("*", "&") and len(n.children) == 2:
+            a, b = n.children
+            if id(a) in fs and id(b) in fs:
+                r = z[id(a)] | z[id(b)]
+            elif n.op == "*" and id(a) in fs and b.op == "literal":
+                r = z[id(a)]
+            elif n.op == "*" and id(b) in fs and a.op == "literal":
+                r = z[id(b)]
+        elif len(n.children) == 1 and n.op in ZERO_UNARY:
+            r = z[id(n.children[0])]
+        z[id(n)] = r
+    return z
+
+
+def isect_ok(c: Canon) -> bool:
+    """Mode 3 applies: a sparse-safe plan with CELL inputs whose roots are all sums (or sums of
+    squares) that vanish wherever the main or any CELL input has a structural zero."""
+    ok = c.memo.get("isect")
+    if ok is None:
+        plan = c.plan
+        cells = {s for s, a in c.access.items() if a in (MAIN, CELL)}
+        ops = list(plan.agg_ops) if plan.template == "magg" else [plan.agg_op]
+        roots = plan.roots if plan.template == "magg" else (plan.root,)
+        ok = (plan.sparse_safe and len(cells) > 1 and all(o in ("sum", "sumsq") for o in ops)
+              and plan.agg in (FULL_AGG, ROW_AGG, COL_AGG, NO_AGG))
+        if ok:
+            z = _zeros_of(c)
+            ok = all(cells <= z[id(r)] for r in roots)
+        c.memo["isect"] = ok
+    return bool(ok)
+
+
 class _Body:
     """Per-cell code of one loop nest. ``kind``: "dense" (mode 0), "flag" (mode 1), "nnz" (mode 2)."""
 
@@ -182,6 +228,8 @@ class _Body:
             else:
                 lines.append(f"{c.var(n)} = {scalar_op(n.op, [c.var(x) for x in n.children])}")
         for s, acc in sorted(c.access.items()):
+            if self.kind == "isect":
+                continue
             if acc == CELL and self.kind != "dense":
                 lines += [f"c{s} = p{s}[i] if f{s} else 0", f"e{s} = p{s}[i + 1] if f{s} else 0"]
             elif acc == CELL or (acc == MAIN and self.kind == "dense"):
@@ -192,7 +240,7 @@ class _Body:
         c, lines = self.c, []
         g: dict[int, str | None] = {}
         sk: dict[int, str | None] = {}
-        flags = self.kind != "dense"
+        flags = self.kind not in ("dense", "isect")
         for n in c.order:
             if self.lv[id(n)] != 2:
                 g[id(n)] = sk[id(n)] = None
@@ -205,6 +253,8 @@ class _Body:
                     lines.append(f"{v} = a{s}[{j}]")
                 elif self.kind == "dense":
                     lines.append(f"{v} = x{s}[{j}]")
+                elif self.kind == "isect":
+                    lines.append(f"{v} = d{s}[k]" if n.access == MAIN else f"{v} = d{s}[c{s}]")
                 elif n.access == MAIN and self.kind == "nnz":
                     lines.append(f"{v} = d{s}[k]")
                     sk[id(n)] = "True"
@@ -275,7 +325,7 @@ def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]
     U = UNROLL if kind == "dense" and red else 1
     if red:
         pre += [f"q{r}_{u} = {_init(op)}" for r, (_, op) in enumerate(roots) for u in range(U)]
-    if agg == NO_AGG and kind != "nnz":
+    if agg == NO_AGG and kind not in ("nnz", "isect"):
         pre.append("orow = out[i]")
 
     def consume(sfx: str, j: str, u: int) -> list[str]:
@@ -283,7 +333,7 @@ def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]
         for r, (root, op) in enumerate(roots):
             v = body.name(root, sfx)
             if agg == NO_AGG:
-                lines.append("outd[k] = " + v if kind == "nnz" else f"orow[{j}] = {v}")
+                lines.append("outd[k] = " + v if kind in ("nnz", "isect") else f"orow[{j}] = {v}")
             elif red:
                 lines.append(_add(op, f"q{r}_{u}", v))
             elif op in ("sum", "sumsq"):
@@ -293,7 +343,24 @@ def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]
                 lines.append(f"cs[{j}] = s_{op}(cs[{j}], {v})")
         return lines
 
-    if kind == "nnz":
+    if kind == "isect":
+        cs_ = sorted(s for s, a in c.access.items() if a == CELL)
+        loop = [f"k = p{ms}[i]", f"ek = p{ms}[i + 1]"]
+        for s in cs_:
+            loop += [f"c{s} = p{s}[i]", f"e{s} = p{s}[i + 1]"]
+        cond = " and ".join(["k < ek"] + [f"c{s} < e{s}" for s in cs_])
+        eq = " and ".join(f"j == j{s}" for s in cs_)
+        hi = "j"
+        for s in cs_:
+            hi = f"max({hi}, j{s})"
+        step = ["hi = " + hi, "if j < hi:", "    k += 1"]
+        for s in cs_:
+            step += [f"if j{s} < hi:", f"    c{s} += 1"]
+        loop += [f"while {cond}:"] + indent(
+            [f"j = i{ms}[k]", *[f"j{s} = i{s}[c{s}]" for s in cs_], f"if {eq}:"]
+            + indent([*body.cell("j"), *consume("", "j", 0), "k += 1", *[f"c{s} += 1" for s in cs_]], 1)
+            + ["else:"] + indent(step, 1), 1)
+    elif kind == "nnz":
         loop = [f"for k in range(p{ms}[i], p{ms}[i + 1]):"] + indent([f"j = i{ms}[k]", *body.cell("j"),
                                                                        *consume("", "j", 0)], 1)
     elif U > 1:
@@ -340,6 +407,8 @@ def generate_cell(plan: CPlan, key: str) -> str:
             raise ValueError(f"input access {n.access!r} is not valid in a {plan.template} plan")
     args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", *slot_args(c), "out", "outd", "parts"]
     kinds = [(0, "dense"), (1, "flag")] + ([(2, "nnz")] if plan.sparse_safe else [])
+    if isect_ok(c):
+        kinds.append((3, "isect"))
     block: list[str] = ["r0 = b * rpb", "r1 = min(n, r0 + rpb)"]
     if agg == FULL_AGG:
         for r, (_, op) in enumerate(roots):

@@ -79,7 +79,7 @@ def generate_outer(plan: CPlan, key: str) -> str:
             raise ValueError(f"input access {n.access!r} is not valid in an outer plan")
     w = c.var(plan.root)
     if agg == FULL_AGG:
-        cons = [f"s0, k0 = kadd(s0, k0, {w})"]
+        cons = [f"q += {w}"]  # one plain partial per row, folded into the block's compensated sum
     elif agg == RIGHT_MM:
         cons = [f"if {w} != 0.0:", f"    row_mult_add({w}, mm, j, out, i)"]
     elif agg == LEFT_MM:
@@ -95,8 +95,11 @@ def generate_outer(plan: CPlan, key: str) -> str:
     block = ["r0 = b * rpb", "r1 = min(nrows, r0 + rpb)"]
     if agg == FULL_AGG:
         block += ["s0 = 0.0", "k0 = 0.0"]
+    if agg == FULL_AGG:
+        pre = pre + ["q = 0.0"]
+    post = ["s0, k0 = kadd(s0, k0, q)"] if agg == FULL_AGG else []
     block += ["for r in range(r0, r1):"] + indent(pre + ["if mode == 0:"] + indent(dense_loop, 1)
-                                                   + ["else:"] + indent(sparse_loop, 1), 1)
+                                                   + ["else:"] + indent(sparse_loop, 1) + post, 1)
     if agg == FULL_AGG:
         block += ["parts[b, 0, 0] = s0", "parts[b, 0, 1] = k0"]
     args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", *slot_args(c), "mm", "out", "outd", "parts"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from lafuse.codegen import finite
 from lafuse.codegen.emit import Canon
+from lafuse.codegen.gen_cell import isect_ok
 from lafuse.codegen.prims import kcombine, kcombine_cols
 from lafuse.fusion.cplan import (
     CELL,
@@ -223,6 +224,21 @@ def cell_args(c: Canon, vals: dict[int, Any]) -> tuple[Mat, list[Any], np.ndarra
     return main, args, sc, fin, csr_side
 
 
+def _cell_flags(c: Canon, args: list[Any]) -> list[Any]:
+    """The ``f{s}`` arguments (1 if CSR) of the CELL slots, in slot order."""
+    out, pos = [], 0
+    for s in sorted(c.access):
+        acc = c.access[s]
+        if acc in (MAIN, CELL):
+            pos += 4
+            if acc == CELL:
+                out.append(args[pos])
+                pos += 1
+        elif acc != SCALAR:
+            pos += 1
+    return out
+
+
 def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
     plan = c.plan
     main, args, sc, fin, csr_side = cell_args(c, vals)
@@ -232,13 +248,18 @@ def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> A
         mode = 2 if plan.sparse_safe and fin and bool(np.all(np.isfinite(lits))) else 1
     elif csr_side:
         mode = 1
+    if mode == 2 and isect_ok(c) and all(isinstance(a, int) and a for a in _cell_flags(c, args)) \
+            and finite.is_finite(main.orig):
+        mode = 3  # all CELL inputs CSR and finite (checked above), the main finite: merge-intersect
     magg = plan.template == "magg"
     agg = FULL_AGG if magg else plan.agg
     ops = list(plan.agg_ops) if magg else [plan.agg_op]
     out, outd, parts = E2, E1, np.empty((0, 0, 0))
     rpb, nb = blocks(n, m, 2 * m if agg == COL_AGG else 0)
     if agg == NO_AGG:
-        if mode == 2:
+        if mode == 3:
+            outd = np.zeros(main.nnz)  # entries outside the intersection are zero
+        elif mode == 2:
             outd = np.empty(main.nnz)
         else:
             out = np.empty((n, m))
@@ -253,12 +274,12 @@ def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> A
     launch(kernel, nb, mode, n, m, rpb, nb, lits, sc, *args, out.reshape(-1) if agg == ROW_AGG else out,
            outd, parts)
     if agg == NO_AGG:
-        return make_csr(outd, main) if mode == 2 else out
+        return make_csr(outd, main) if mode >= 2 else out
     if agg == ROW_AGG:
         if m == 0:
             out[:] = 0.0
         return out
-    unseen = mode == 2
+    unseen = mode >= 2
     if agg == FULL_AGG:
         res = []
         for r, op in enumerate(ops):

@@ -507,3 +507,24 @@ def test_results_do_not_depend_on_the_thread_count():
     oins = [X, rng.random((3000, 3)), rng.random((400, 3)), rng.normal(size=(3000, 2)), rng.random((3000, 400)),
             rng.random((3000, 1))]
     assert np.array_equal(compiled("outer-left", oplan, threads=1)(oins), compiled("outer-left", oplan, threads=2)(oins))
+
+
+@pytest.mark.parametrize("agg,op", [(NO_AGG, "sum"), (FULL_AGG, "sum"), (FULL_AGG, "sumsq"), (FULL_AGG, "min"),
+                                    (ROW_AGG, "sum"), (ROW_AGG, "max"), (COL_AGG, "sum"), (COL_AGG, "sumsq")])
+def test_cell_all_csr_product_merge_intersects(agg, op):
+    """sum(X * abs(Y) * Z * 2) over CSR X, Y, Z: mode 3 (merge over the column indices, no flags) when
+    all are finite; NaN/Inf in any of them or a dense side input falls back to the flagged loops."""
+    b = CPlanBuilder()
+    X, Y, Z = b.input(0, MAIN), b.input(1, CELL), b.input(2, CELL)
+    root = b.op("*", b.op("*", b.op("*", X, b.op("abs", Y)), Z), b.literal(2.0))
+    plan = CPlan("cell", root, agg, op, sparse_safe=True, ninputs=3)
+    f = compiled(f"isect-{agg}-{op}", plan)
+    assert ("mode == 3" in f.source) == (op in ("sum", "sumsq"))
+    for kind in ("sparse", "ultra", "empty_rows", "empty_cols", "zero"):
+        for sm, ss in ((False, False), (True, False), (False, True)):
+            rng = np.random.default_rng(len(kind))
+            shape = shape_of(kind)
+            ins = [matrix(rng, kind if kind != "ultra" else "sparse", shape, sm, True),
+                   matrix(rng, "sparse", shape, ss, True), matrix(rng, "sparse", shape, False, True)]
+            check(f"isect-{agg}-{op}", plan, ins)
+            check(f"isect-{agg}-{op}", plan, [ins[0], ins[1], dense(ins[2])])
