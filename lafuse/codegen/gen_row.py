@@ -297,6 +297,19 @@ def _consume_sparse(e: _Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     return checks, [f"sp_outer_add({rng}, {ab}, {zb}, L{k2}, acc)"]
 
 
+def _mmchain(c: Canon, plan: CPlan) -> tuple[int, int] | None:
+    """(main slot, MATRIX slot) of ``X * (X %*% v)`` summed over rows (``t(X) %*% (X %*% v)``): a
+    dense main with a one-column v runs the block loop :func:`prims.rows_dot_axpy`."""
+    r = plan.root
+    if plan.agg not in (COL_AGG, COL_AGG_T) or r.op != "*" or len(r.children) != 2:
+        return None
+    for x, y in (r.children, r.children[::-1]):
+        if (x.op == "input" and x.access == MAIN and y.op == "vecmat" and y.children[0] is x
+                and y.children[1].op == "input" and y.children[1].access == MATRIX):
+            return c.slot[int(x.arg)], c.slot[int(y.children[1].arg)]
+    return None
+
+
 def generate_row(plan: CPlan, key: str) -> str:
     if plan.agg not in ROW_AGGS:
         raise ValueError(f"the row template has no aggregation {plan.agg!r}")
@@ -361,7 +374,13 @@ def generate_row(plan: CPlan, key: str) -> str:
         block.append("acc = parts[b]")
     if plan.agg == FULL_AGG:
         block += ["s0 = 0.0", "k0 = 0.0"]
-    block += ["for i in range(r0, r1):"] + indent(row, 1)
+    chain = _mmchain(c, plan)
+    if chain is not None:
+        block += [f"if mode == 0 and a{chain[1]}.shape[1] == 1 and m > 0:",
+                  f"    rows_dot_axpy(a{ms}, r0, r1, a{chain[1]}, acc)", "else:"]
+        block += indent(["for i in range(r0, r1):"] + indent(row, 1), 1)
+    else:
+        block += ["for i in range(r0, r1):"] + indent(row, 1)
     if plan.agg == FULL_AGG:
         block += ["parts[b, 0] = s0", "parts[b, 1] = k0"]
     args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", "lens", *slot_args(c), "out", "parts"]

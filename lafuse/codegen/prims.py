@@ -231,6 +231,27 @@ def vect_mult_add(a: np.ndarray, sa: int, s: float, out: np.ndarray, n: int) -> 
 
 
 @_jit
+def rows_dot_axpy(X: np.ndarray, r0: int, r1: int, B: np.ndarray, acc: np.ndarray) -> None:
+    """acc += X[i, :] * (X[i, :] . B[:, 0]) for the rows r0 <= i < r1 of a dense X and a one-column
+    B: ``t(X) %*% (X %*% v)``'s block loop with 2-D indexing (no per-row views, whose reference
+    counts are shared between threads). Same operation order as ``dot1`` + ``vect_mult_add``."""
+    K = X.shape[1]
+    n4 = K - K % 4
+    for i in range(r0, r1):
+        s0 = s1 = s2 = s3 = 0.0
+        for k in range(0, n4, 4):
+            s0 += X[i, k] * B[k, 0]
+            s1 += X[i, k + 1] * B[k + 1, 0]
+            s2 += X[i, k + 2] * B[k + 2, 0]
+            s3 += X[i, k + 3] * B[k + 3, 0]
+        for k in range(n4, K):
+            s0 += X[i, k] * B[k, 0]
+        q = (s0 + s1) + (s2 + s3)
+        for k in range(K):
+            acc[k] += X[i, k] * q
+
+
+@_jit
 def row_mult_add(w: float, B: np.ndarray, r: int, out: np.ndarray, o: int) -> None:
     """out[o, :] += w * B[r, :]."""
     for k in range(B.shape[1]):
