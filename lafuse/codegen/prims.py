@@ -216,7 +216,19 @@ def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
 
 @_jit
 def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
-    return dot1(U[i], V[j], U.shape[1])
+    """dot(U[i, :], V[j, :]) as ``dot1`` computes it, with 2-D indexing: no row views, whose
+    reference counts (shared by all threads reading U and V) would cost an atomic per call."""
+    n = U.shape[1]
+    s0 = s1 = s2 = s3 = 0.0
+    n4 = n - n % 4
+    for k in range(0, n4, 4):
+        s0 += U[i, k] * V[j, k]
+        s1 += U[i, k + 1] * V[j, k + 1]
+        s2 += U[i, k + 2] * V[j, k + 2]
+        s3 += U[i, k + 3] * V[j, k + 3]
+    for k in range(n4, n):
+        s0 += U[i, k] * V[j, k]
+    return (s0 + s1) + (s2 + s3)
 
 
 @_jit
