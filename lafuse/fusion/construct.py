@@ -224,14 +224,8 @@ def _main_first(bld: _Builder, main: Hop) -> None:
         bld.inputs.append(main)
 
 
-def _cell_cplan(op: FusedOp) -> None:
-    hops = _covered_set(op)
-    root = op.root
-    agg = agg_of(root)
-    expr_root = root.inputs[0] if agg is not None else root
-    if not expr_root.dims_known:
-        raise _Unsupported
-    n, m = expr_root.rows, expr_root.cols
+def _cell_access(n: int, m: int) -> Any:
+    """How a materialized input is read per cell (i, j) of an n x m iteration space."""
 
     def access(h: Hop) -> str:
         if h.dt != MATRIX:
@@ -246,6 +240,19 @@ def _cell_cplan(op: FusedOp) -> None:
             return C.COLVEC
         raise _Unsupported
 
+    return access
+
+
+def _cell_cplan(op: FusedOp) -> None:
+    hops = _covered_set(op)
+    root = op.root
+    agg = agg_of(root)
+    expr_root = root.inputs[0] if agg is not None else root
+    if not expr_root.dims_known:
+        raise _Unsupported
+    n, m = expr_root.rows, expr_root.cols
+
+    access = _cell_access(n, m)
     bld = _Builder(op, access)
     full = [h for h in _mat_inputs(op, hops) if h.dims_known and h.rows == n and h.cols == m]
     if not full:
@@ -388,17 +395,7 @@ def _outer_cplan(op: FusedOp) -> None:
         v_hop.set_dims(b_hop.cols, b_hop.rows, b_hop.nnz)
         sizes.infer(v_hop)
 
-    def access(h: Hop) -> str:
-        if h.dt != MATRIX or (h.rows == 1 and h.cols == 1):
-            return C.SCALAR
-        if h.rows == n and h.cols == m:
-            return C.CELL
-        if h.rows == n and h.cols == 1:
-            return C.ROWVEC
-        if h.rows == 1 and h.cols == m:
-            return C.COLVEC
-        raise _Unsupported
-
+    access = _cell_access(n, m)
     agg, mm_hop = C.NO_AGG, None
     refs = op.entries[root.id].refs
     if root.kind == "agg_unary":
