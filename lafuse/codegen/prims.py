@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 _jit = njit(cache=True, error_model="numpy", nogil=True)
+_jit_inline = njit(cache=True, error_model="numpy", nogil=True, inline="always")
 EPS = 2.0 ** -53  # UtilFunctions.DOUBLE_EPS
 TWO63 = 9.223372036854776e18
 
@@ -214,7 +215,7 @@ def dot(a: np.ndarray, sa: int, b: np.ndarray, sb: int, n: int) -> float:
     return s
 
 
-@_jit
+@_jit_inline  # per stored entry of the outer template: inlined into the kernel
 def dot_rows(U: np.ndarray, i: int, V: np.ndarray, j: int) -> float:
     """dot(U[i, :], V[j, :]) as ``dot1`` computes it, with 2-D indexing: no row views, whose
     reference counts (shared by all threads reading U and V) would cost an atomic per call."""
