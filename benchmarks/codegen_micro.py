@@ -55,6 +55,7 @@ def compare(name: str, cands: dict) -> None:
     res: dict[str, list[float]] = {k: [] for k in cands}
     for _ in range(5):
         for k, f in cands.items():
+            time.sleep(0.3)  # OpenBLAS workers spin ~0.1 s after a call and would steal the next candidate's cores
             res[k].append(timeit(f, 1))
     print(f"{name:14s} " + "  ".join(f"{k}={statistics.median(v):8.2f}ms" for k, v in res.items()), flush=True)
 
