@@ -306,7 +306,7 @@ def _mmchain(c: Canon, plan: CPlan) -> tuple[int, int] | None:
     for x, y in (r.children, r.children[::-1]):
         if (x.op == "input" and x.access == MAIN and y.op == "vecmat" and y.children[0] is x
                 and y.children[1].op == "input" and y.children[1].access == MATRIX):
-            return c.slot[int(x.arg)], c.slot[int(y.children[1].arg)]
+            return c.slot[int(x.arg)], c.slot[int(y.children[1].arg)]  # type: ignore[call-overload]
     return None
 
 
