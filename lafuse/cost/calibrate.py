@@ -38,7 +38,8 @@ run slower. What each field counts, exactly:
   process never used pays page faults; the cost model charges it for growth beyond the process's peak.
 * ``binary_read_bw`` [bytes/s]: ``np.load`` of a 50 MiB ``.npy`` just written
   to a temporary directory, so it is served from the page cache: array bytes over the time.
-* ``codegen_compile_time``: lafuse has no code generator yet, so the default is kept.
+* ``codegen_compile_time``: kept at its measured default (a cold Numba compile per kernel; ``--stats``
+  reports each kernel's actual compile time).
 * ``threads``: the BLAS thread count (via threadpoolctl when installed), else the CPUs this process
   may run on. Only ``blas_flops`` uses several threads; the other rates are single-threaded.
 """
@@ -263,7 +264,7 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
         progress("done", len(steps), len(steps))
     return HardwareProfile(
         **{k: float(v) for k, v in r.items()},
-        codegen_compile_time=K.DEFAULT_CODEGEN_COMPILE_TIME,  # no code generator yet: nothing to measure
+        codegen_compile_time=K.DEFAULT_CODEGEN_COMPILE_TIME,  # measuring would cost a cold Numba compile
         threads=_threads(),
         source=f"calibrated {date.today().isoformat()}",
     )
