@@ -15,7 +15,7 @@ from typing import Any
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
-from lafuse.fusion.construct import OPCODES, FusedOp, FusionPlan, build_plan
+from lafuse.fusion.construct import OPCODES, FusedOp, build_plan
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, SelectStats
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
@@ -71,15 +71,16 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     cuts = selector().select(ctx)
     heuristic = cfg.fusion != "cost"
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
+    ops = combine_multi_aggregates(plan.fused)
     if not heuristic:
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(plan, prof, weight, hints)
+            extra = _not_worth_compiling(ops, prof, weight, hints)
             if not extra:
                 break
             st.unfused_by_compile_cost += len({hid for hid, _ in extra})
             cuts = cuts | extra
             plan = build_plan(memo, new.roots, order, cuts)
-    ops = combine_multi_aggregates(plan.fused)
+            ops = combine_multi_aggregates(plan.fused)
     st.fused_ops += len(ops)
     st.cplans += len(ops)
     _rewrite(new, ops)
@@ -107,15 +108,16 @@ def _kernel_cached(plan: C.CPlan) -> bool:
         return False
 
 
-def _not_worth_compiling(plan: FusionPlan, prof: HardwareProfile, weight: float,
+def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: float,
                          hints: dict[str, float] | None) -> frozenset[tuple[int, int]]:
-    """Cuts that dissolve fused operators whose expected savings over all runs of the block do not
-    pay for compiling their kernel (tiny inputs stay unfused)."""
+    """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
+    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused)."""
     out: set[tuple[int, int]] = set()
-    for op in plan.fused:
+    for op in ops:
         assert op.plan is not None
         hops = _covered_hops(op)
-        saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, op.root, prof, hints)
+        out_hop = None if op.template == "magg" else op.root
+        saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         if saving * weight < compile_penalty(_kernel_cached(op.plan), prof):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
     return frozenset(out)
@@ -125,7 +127,7 @@ def _covered_hops(op: FusedOp) -> list[Hop]:
     from lafuse.fusion.templates import fused_input
 
     out: dict[int, Hop] = {}
-    stack = [op.root]
+    stack = list(op.roots) if op.roots else [op.root]
     while stack:
         h = stack.pop()
         if h.id in out:
