@@ -15,7 +15,7 @@ from typing import Any
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
-from lafuse.fusion.construct import OPCODES, FusedOp, build_plan
+from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, SelectStats
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
@@ -124,18 +124,9 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:
-    from lafuse.fusion.templates import fused_input
-
-    out: dict[int, Hop] = {}
-    stack = list(op.roots) if op.roots else [op.root]
-    while stack:
-        h = stack.pop()
-        if h.id in out:
-            continue
-        out[h.id] = h
-        for k, r in enumerate(op.entries[h.id].refs):
-            if r >= 0:
-                stack.append(fused_input(h, k))
+    """The HOPs an operator replaces: those it covers plus the transposes ``t(P) %*% Q`` absorbs."""
+    out = covered_set(op)
+    for h in list(out.values()):
         if h.kind == "matmult" and h.inputs[0].kind == "reorg" and h.inputs[0].op == "t":
             out.setdefault(h.inputs[0].id, h.inputs[0])
     return list(out.values())
@@ -247,6 +238,3 @@ def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
             tgt.inputs = [repl.get(i.id, i) for i in tgt.inputs]
     dag.roots = [repl.get(r.id, r) for r in dag.roots]
 
-
-def explain_memo(memo: MemoTable) -> str:
-    return memo.render()

@@ -43,10 +43,6 @@ class FusedOp:
     transpose_out: bool = False  # the root is the transpose of the operator's result (t(F) %*% W)
 
     @property
-    def covered(self) -> list[int]:
-        return list(self.entries)
-
-    @property
     def opcode(self) -> str:
         return OPCODES[self.template]
 
@@ -175,7 +171,6 @@ class _Builder:
         self.access = access
         self.pos: dict[int, int] = {}
         self.inputs: list[Hop] = []
-        self.memo: dict[int, C.CNode] = {}
 
     def input(self, h: Hop, access: str | None = None) -> C.CNode:
         if h.is_literal:
@@ -202,9 +197,10 @@ class _Builder:
         raise _Unsupported
 
 
-def _covered_set(op: FusedOp) -> dict[int, Hop]:
+def covered_set(op: FusedOp) -> dict[int, Hop]:
+    """The HOPs an operator computes, found by following its entries' references from its root(s)."""
     hops: dict[int, Hop] = {}
-    stack = [op.root]
+    stack = list(op.roots) if op.roots else [op.root]
     while stack:
         h = stack.pop()
         if h.id in hops:
@@ -244,7 +240,7 @@ def _cell_access(n: int, m: int) -> Any:
 
 
 def _cell_cplan(op: FusedOp) -> None:
-    hops = _covered_set(op)
+    hops = covered_set(op)
     root = op.root
     agg = agg_of(root)
     expr_root = root.inputs[0] if agg is not None else root
@@ -309,7 +305,7 @@ def _mat_inputs(op: FusedOp, hops: dict[int, Hop]) -> list[Hop]:
 
 
 def _row_cplan(op: FusedOp) -> None:
-    hops = _covered_set(op)
+    hops = covered_set(op)
     root = op.root
     nrows = (root.inputs[0].inputs[0].rows if is_matmult(root) and is_transpose(root.inputs[0])
              else root.inputs[0].rows if root.kind == "agg_unary" and root.op in ("colSums", "sum") else root.rows)
@@ -380,7 +376,7 @@ def _row_cplan(op: FusedOp) -> None:
 
 
 def _outer_cplan(op: FusedOp) -> None:
-    hops = _covered_set(op)
+    hops = covered_set(op)
     root = op.root
     outers = [h for h in hops.values() if outer_like(h)]
     if len(outers) != 1:
