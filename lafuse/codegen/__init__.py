@@ -47,6 +47,10 @@ def _empty_inputs(c: Canon) -> dict[int, Any]:
         vals[s] = 0.0 if acc == SCALAR else np.zeros(shapes.get(acc, (0, 0)))
     if c.mm_slot >= 0:
         vals[c.mm_slot] = np.zeros((0, 0))
+    if c.plan.template == "row":
+        from lafuse.codegen.runner_row import fit_empty_inputs
+
+        fit_empty_inputs(c, vals)
     return vals
 
 

@@ -25,8 +25,9 @@ from lafuse.fusion.cplan import (
 )
 
 
-def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
-    """Length of every node (1 for scalars; for dot the length of its operands), checked."""
+def _lens(info: RowInfo, width: dict[int, int], fit: bool = False) -> np.ndarray:
+    """Length of every node (1 for scalars; for dot the length of its operands), checked; with
+    ``fit``, a vecmat's MATRIX input is given the rows its row operand needs (``width`` is updated)."""
     c = info.c
     out = np.ones(len(c.order) + max(c.access, default=-1) + 1, dtype=np.int64)
     for s, w in width.items():
@@ -43,6 +44,8 @@ def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
             B = width[c.slot[int(b.arg)]]  # type: ignore[call-overload]
             rows = width[-1 - c.slot[int(b.arg)]]  # type: ignore[call-overload]
             la = int(out[int(c.var(a)[1:])])
+            if fit:
+                rows = width[-1 - c.slot[int(b.arg)]] = la  # type: ignore[call-overload]
             if la != rows:
                 raise ValueError(f"vecmat: a 1 x {la} row times a {rows} x {B} matrix")
             out[k] = B
@@ -54,6 +57,24 @@ def _lens(info: RowInfo, width: dict[int, int]) -> np.ndarray:
                 raise ValueError(f"{n.op}: row vectors of lengths {sorted(ls)} do not match")
             out[k] = big.pop() if big else 1
     return out
+
+
+def fit_empty_inputs(c: Canon, vals: dict[int, Any]) -> None:
+    """Shape the MATRIX inputs of the 0-row warm-up problem: ``rowSums(Q) %*% matrix(1, 1, K)``
+    needs a 1 x 0 matrix where ``X %*% B`` needs 0 x 0 (multiLogReg's Hessian-vector product)."""
+    info = c.memo.get("row")
+    if info is None:
+        info = c.memo["row"] = analyze(c.plan, c)
+    width: dict[int, int] = {}
+    for s, acc in c.access.items():
+        if acc in (MAIN, CELL, COLVEC, MATRIX):
+            width[s] = 0
+        if acc == MATRIX:
+            width[-1 - s] = 0
+    _lens(info, width, fit=True)
+    for s, acc in c.access.items():
+        if acc == MATRIX:
+            vals[s] = np.zeros((width[-1 - s], 0))
 
 
 def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:

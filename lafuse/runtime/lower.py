@@ -84,6 +84,28 @@ def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:
     return not others and any(u.op == "twrite" for u in outs) and h.id not in {r.id for r in dag.roots}
 
 
+def _foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:
+    """Transposes whose only reader is a ``%*%``: the product reads the operand transposed in place
+    (BLAS takes a transposed operand, SciPy's CSR transpose is a CSC view), so ``t(X) %*% Y`` never
+    materializes ``t(X)``. multiLogReg's ``t(X) %*% T`` (T n x k) would otherwise copy all of X twice
+    per CG step."""
+    roots = {r.id for r in dag.roots}
+    out: set[int] = set()
+    for h in order:
+        if h.kind == "reorg" and h.op == "t" and len(h.inputs) == 1 and h.id not in roots:
+            us = users.get(h.id, [])
+            if len(us) == 1 and us[0].kind == "matmult" and len(us[0].inputs) == 2:
+                out.add(h.id)
+    return out
+
+
+def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[..., Any]:
+    def run(a: Any, b: Any) -> Any:
+        return mm(a.T if ta else a, b.T if tb else b)
+
+    return run
+
+
 def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> Callable[..., Any]:
     """The generated kernel of a fused operator HOP, compiled now (or found in the plan cache);
     backend "reference" runs the CPlan on the pure-NumPy reference interpreter instead (the spec:
@@ -118,9 +140,12 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
     constants: dict[int, Any] = {}
     instrs: list[Instruction] = []
     writes: list[tuple[str, int]] = []
+    folded = _foldable_transposes(order, users, dag)
     for h in order:
         r = len(reg)
         reg[h.id] = r
+        if h.id in folded:  # read through by its product, see _foldable_transposes
+            continue
         if h.kind == "literal":
             constants[r] = h.value
             continue
@@ -137,6 +162,10 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
             if k is None:
                 raise NotImplementedError(f"no kernel for operation '{op}'")
             fn = bind_args(op, h.params.get("slots"), k)
+            if h.kind == "matmult" and any(i.id in folded for i in h.inputs):
+                ta, tb = (i.id in folded for i in h.inputs)
+                args = [reg[i.inputs[0].id] if i.id in folded else reg[i.id] for i in h.inputs]
+                fn = _matmult_transposed(fn, ta, tb)
         cast = None
         # SystemDS: print(ifelse(c, 7, 2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE
         if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread") and (

@@ -262,6 +262,8 @@ def row_plans() -> dict[str, tuple[CPlan, str]]:
     b = CPlanBuilder()
     X, v, V, w, Y, c, s = (b.input(0, MAIN), b.input(1, MATRIX), b.input(2, MATRIX), b.input(3, ROWVEC),
                            b.input(4, CELL), b.input(5, COLVEC), b.input(6, SCALAR))
+    P, O = b.input(7, CELL), b.input(8, MATRIX)
+    Q = b.op("*", P, b.op("vecmat", X, V))
     return {
         "tXXv": (CPlan("row", b.op("*", X, b.op("vecmat", X, v)), COL_AGG_T, ninputs=7), "R = t(X) %*% (X %*% v)"),
         "tXwXv": (CPlan("row", b.op("*", X, b.op("*", w, b.op("vecmat", X, v))), COL_AGG_T, ninputs=7),
@@ -276,6 +278,11 @@ def row_plans() -> dict[str, tuple[CPlan, str]]:
                    "R = sum(X * c + s * rowMins(Y))"),
         "dotcol": (CPlan("row", b.op("*", w, b.op("dot", X, c)), COL_AGG, ninputs=7),
                    "R = colSums(w * rowSums(X * c))"),
+        # multiLogReg's Hessian-vector product: vecmat of a row aggregate (1 long) by a 1 x 2 matrix;
+        # the 0-row warm-up call must shape that matrix 1 x 0, not 0 x 0
+        "hessian": (CPlan("row", X, COL_AGG_B1_T, root2=b.op("-", Q, b.op("*", P, b.op(
+            "vecmat", b.op("rowSums", Q), O))), ninputs=9),
+            "Q = P * (X %*% V)\nR = t(X) %*% (Q - P * (rowSums(Q) %*% O))"),
     }
 
 
@@ -288,7 +295,10 @@ def row_inputs(kind: str, special_main: bool, special_side: bool, seed: int = 0)
     w, c = rng.normal(size=(n, 1)), rng.normal(size=(1, m))
     if special_side and n and m:
         v[0, 0], V[-1, 1], c[0, 0] = math.nan, math.inf, -math.inf
-    return [X, v, V, w, Y, c, 1.25]
+    P, O = rng.uniform(0.1, 1, size=(n, 2)), np.ones((1, 2))
+    if special_side and n > 1:
+        P[1, 0] = math.nan
+    return [X, v, V, w, Y, c, 1.25, P, O]
 
 
 @pytest.mark.parametrize("name", list(row_plans()))
@@ -305,7 +315,7 @@ def test_row_reference_equals_unfused_dml(name):
     for kind in ("dense", "sparse"):
         ins = row_inputs(kind, True, False, seed=1)
         with cfgmod.using(rewrites=False):
-            res = run_dml(text, dict(zip(["X", "v", "V", "w", "Y", "c", "s"], ins)), ["R"])["R"]
+            res = run_dml(text, dict(zip(["X", "v", "V", "w", "Y", "c", "s", "P", "O"], ins)), ["R"])["R"]
         assert same(evaluate(plan, runtime_formats(ins)), res), (name, kind)
 
 

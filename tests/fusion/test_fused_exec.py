@@ -86,6 +86,9 @@ CASES = [
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),
+    # multiLogReg's Hessian-vector product: a vecmat whose row operand is a row aggregate
+    ("row_hessian", "Q = P * (X %*% V2)\nR = t(X) %*% (Q - P * (rowSums(Q) %*% matrix(1, 1, 2)))", "spoofRA",
+     ("rowSums",), "XP"),
     ("outer_sum", "R = sum(X * log(U %*% t(V) + 1e-15))", "spoofOP", ("%*%", "log", "sum"), "X"),
     ("outer_right", "R = (X / (U %*% t(V) + 1e-15)) %*% V", "spoofOP", ("%*%", "/"), "X"),
     ("outer_left", "R = t(X / (U %*% t(V) + 1e-15)) %*% U", "spoofOP", ("/",), "X"),
@@ -107,6 +110,9 @@ def inputs_for(kind: str, special: str, rng: np.random.Generator) -> dict:
     out["s"] = 0.5
     out["v"] = rng.uniform(-1, 1, size=(M, 1))
     out["V2"] = rng.uniform(-1, 1, size=(M, 2))
+    out["P"] = rng.uniform(0.1, 1, size=(rows, 2))
+    if "P" in special and rows > 3:
+        out["P"][3, 1] = math.nan
     out["U"] = rng.uniform(0.1, 1, size=(rows, K))
     out["V"] = rng.uniform(0.1, 1, size=(M, K))
     if "r" in special and rows > 1:

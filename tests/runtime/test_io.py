@@ -429,3 +429,40 @@ def test_parse_java_double():
     for bad in ("inf", "nan", "1_0", "", "1e", "infinity"):
         with pytest.raises(ValueError):
             parse_java_double(bad)
+
+
+def test_csv_fast_path_reads_the_doubles_of_the_cell_loop(tmp_path):
+    """Plain numeric files go through pandas' C parser; it must give the doubles Python's float()
+    (= Java's parseDouble on these spellings) gives, including 17-digit and extreme exponents."""
+    from lafuse.runtime.io import _read_csv_fast
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 5)) * 10.0 ** rng.integers(-300, 300, size=(400, 5))
+    cells = [[repr(float(v)) if (i + j) % 3 else f"{v:.20e}" for j, v in enumerate(row)] for i, row in enumerate(x)]
+    text = "\n".join(",".join(r) for r in cells) + "\n"
+    path = _put(tmp_path / "f.csv", text)
+    fast = _read_csv_fast(path, {})
+    assert fast is not None
+    expect = np.array([[float(c) for c in r] for r in cells])
+    assert np.array_equal(fast, expect)
+    _same(read_value(path, {"format": "csv"}), expect)
+    h = _put(tmp_path / "h.csv", "a;b\n1;-2.5e-3\n.5;7.\n")
+    assert np.array_equal(_read_csv_fast(h, {"sep": ";", "header": True}), np.array([[1.0, -2.5e-3], [0.5, 7.0]]))
+
+
+@pytest.mark.parametrize("text,params", [
+    ("1,2,3\n4,5\n", {}),  # short row: pandas would pad with NaN
+    ("1,2\n3,4,5\n", {}),
+    ("1,,3\n", {}),  # empty cell: fill/default rules
+    ("1,NaN\n", {}),  # NaN / Infinity spellings: Java's, not pandas'
+    ("1,2\r\n", {}),
+    ("1,2\n\n3,4\n", {}),
+    ("1,NA\n", {"naStrings": "NA"}),
+    ("1::2\n", {"sep": "::"}),
+    ("1,2\n", {"rows": 3, "cols": 2}),  # padded with zero rows by the loop
+    ('"1",2\n', {}),
+])
+def test_csv_fast_path_declines_what_the_cell_loop_must_handle(tmp_path, text, params):
+    from lafuse.runtime.io import _read_csv_fast
+
+    assert _read_csv_fast(_put(tmp_path / "x.csv", text), params) is None

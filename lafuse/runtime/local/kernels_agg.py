@@ -220,9 +220,28 @@ def _sums(x: Any, axis: int, fname: str) -> np.ndarray:
     x = _mat(x, fname)
     m, n = x.shape
     out_shape = (m, 1) if axis == 1 else (1, n)
-    if type(x) is ndarray:
-        return np.sum(x, axis=axis, keepdims=True)
-    return np.asarray(x.sum(axis=axis), dtype=F64).reshape(out_shape)
+    with errstate():
+        if type(x) is ndarray:
+            if 0 < n <= NARROW_COLS < m and x.flags.c_contiguous:
+                return _narrow_sums(x, axis)
+            return np.sum(x, axis=axis, keepdims=True)
+        return np.asarray(x.sum(axis=axis), dtype=F64).reshape(out_shape)
+
+
+NARROW_COLS = 4  # measured: up to 4 columns, column-at-a-time beats NumPy's axis reductions
+
+
+def _narrow_sums(x: np.ndarray, axis: int) -> np.ndarray:
+    """Sums of a tall C-ordered matrix with few columns. NumPy reduces such a matrix one short row
+    at a time (1e6 x 2: ~20 ms either axis); a column at a time is ~1-2 ms. colSums keeps NumPy's
+    pairwise sum per column; rowSums adds the columns left to right, as the unfused cell loop does."""
+    m, n = x.shape
+    if axis == 0:
+        return np.array([[x[:, j].sum() for j in range(n)]], dtype=F64)
+    r = x[:, 0].copy()
+    for j in range(1, n):
+        r += x[:, j]
+    return r.reshape(m, 1)
 
 
 def k_rowsums(x: Any) -> np.ndarray:

@@ -37,7 +37,7 @@ from lafuse.runtime.local.kernels_common import (
     vec1d,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import Frame, ListValue
+from lafuse.runtime.values import SPARSITY_TURN_POINT, Frame, ListValue
 
 ndarray = np.ndarray
 
@@ -110,10 +110,21 @@ def _bind(args: tuple[Any, ...], axis: int, name: str) -> Any:
         if a.shape[keep] != args[0].shape[keep]:
             raise DMLRuntimeError(f"inputs to {name} must have same number of {what}: input 1 {what}: "
                                   f"{args[0].shape[keep]}, input {i} {what}: {a.shape[keep]}")
-    if any(sp.issparse(a) for a in args):
+    if any(sp.issparse(a) for a in args) and not _dense_enough(args):
         stack = sp.hstack if axis == 1 else sp.vstack
         return fmt_owned(sp.csr_array(stack([sp.csr_array(a) for a in args], format="csr"), dtype=F64))
+    if any(sp.issparse(a) for a in args):  # mostly dense: stack densely, then pick the format
+        return fmt_owned(np.concatenate([to_dense(a) for a in args], axis=axis))
     return np.concatenate(args, axis=axis)
+
+
+def _dense_enough(args: tuple[Any, ...]) -> bool:
+    """Whether the bound's nnz upper bound (dense inputs counted full) reaches the sparse turn point:
+    then stacking densely is cheaper than converting the dense parts to CSR (multiLogReg's
+    ``cbind(X %*% B, matrix(0, n, 1))``: 100 ms sparse vs 12 ms dense at 1e6 rows)."""
+    cells = sum(int(a.shape[0]) * int(a.shape[1]) for a in args)
+    nnz = sum(int(a.nnz) if sp.issparse(a) else int(a.shape[0]) * int(a.shape[1]) for a in args)
+    return cells > 0 and nnz >= SPARSITY_TURN_POINT * cells
 
 
 def k_cbind(*args: Any) -> Any:
