@@ -303,6 +303,9 @@ def _roots(plan: CPlan) -> list[tuple[CNode, str]]:
     return [(plan.root, plan.agg_op)]
 
 
+FLUSH_CELLS = 1024  # cells summed plainly (over UNROLL partials) between Neumaier folds of a full aggregate
+
+
 def _init(op: str) -> str:
     return "0.0" if op in ("sum", "sumsq") else ("np.inf" if op == "min" else "-np.inf")
 
@@ -316,15 +319,16 @@ def _add(op: str, acc: str, v: str) -> str:
 
 
 def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]) -> list[str]:
-    """The row loop of one mode. Full and row aggregates keep per-row partials q{r}_{u} (``UNROLL``
-    of them in the dense nest), folded per row: sums by Neumaier steps into the block's (s, k) or
-    the row's output, min/max directly."""
+    """The row loop of one mode. Full and row aggregates keep partials q{r}_{u} (``UNROLL``
+    of them in the dense nest), folded by Neumaier steps into the row's output per row, or into the
+    block's (s, k) every FLUSH_CELLS cells; min/max fold directly."""
     body = _Body(c, ms, kind)
     pre = body.row_prelude()
     red = agg in (FULL_AGG, ROW_AGG)
     U = UNROLL if kind == "dense" and red else 1
-    if red:
-        pre += [f"q{r}_{u} = {_init(op)}" for r, (_, op) in enumerate(roots) for u in range(U)]
+    qinit = [f"q{r}_{u} = {_init(op)}" for r, (_, op) in enumerate(roots) for u in range(U)] if red else []
+    if agg == ROW_AGG:
+        pre += qinit
     if agg == NO_AGG and kind not in ("nnz", "isect"):
         pre.append("orow = out[i]")
 
@@ -389,7 +393,12 @@ def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]
             for q in qs[1:]:
                 fold = f"s_{op}({fold}, {q})"
             post.append(f"s{r} = s_{op}(s{r}, {fold})" if agg == FULL_AGG else f"out[i] = {fold}")
-    return ["for i in range(r0, r1):"] + indent(pre + loop + post, 1)
+    if agg != FULL_AGG:
+        return ["for i in range(r0, r1):"] + indent(pre + loop + post, 1)
+    # full aggregates keep their partials across rows and fold them every FLUSH_CELLS cells: a fold per
+    # row cost more than the row itself on tall narrow inputs (l2svm's line search over n x 1 vectors)
+    flush = [f"if cnt >= {FLUSH_CELLS}:"] + indent(post + qinit + ["cnt = 0"], 1)
+    return qinit + ["cnt = 0", "for i in range(r0, r1):"] + indent(pre + loop + ["cnt += m"] + flush, 1) + post
 
 
 def generate_cell(plan: CPlan, key: str) -> str:

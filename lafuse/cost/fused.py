@@ -74,9 +74,13 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     cells = main.cells * scale
     ops = 0.0
     flops = 0.0
+    vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
     for n in _nodes(plan):
         if n.op in ("input", "literal"):
             continue
+        vecops += 1
+    if plan.template == "row":  # each MAIN/CELL input is a row view per row (a reference count each)
+        vecops += sum(1 for n in _nodes(plan) if n.op == "input" and n.access in (C.MAIN, C.CELL))
         if n.op == "uv":
             flops += 2.0 * metas[int(n.children[0].arg)].cols  # type: ignore[call-overload]
         elif n.op == "vecmat":
@@ -86,7 +90,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
             ops += _weight(n.op)
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
-        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / prof.blas_flops * 4.0
+        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / prof.blas_flops * 4.0 + \
+            main.rows * vecops * K.FUSED_ROW_VECOP_TIME
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols

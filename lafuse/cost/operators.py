@@ -24,6 +24,7 @@ from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.sizes import SPARSITY_TURN_POINT, slot_arg
+from lafuse.runtime.local.kernels_agg import NARROW_COLS
 from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS
 
 
@@ -252,6 +253,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         cells = x.nz if x.sparse else x.cells
         if x.sparse:
             op_time = cells / prof.sparse_rate
+        elif opcode == "rowSums" and 0 < x.cols <= NARROW_COLS < x.rows:
+            op_time = cells / prof.elementwise_rate  # column-at-a-time (kernels_agg._narrow_sums)
         elif opcode.startswith("row") and x.cols < 64 or opcode.startswith("cum"):
             op_time = cells / prof.rowagg_rate  # short inner reductions / sequential scans
         else:

@@ -322,8 +322,7 @@ def _na_strings(na: Any) -> set[str]:
     return set(str(na).split(_NA_SEP))
 
 
-_NUMERIC_BYTES = np.zeros(256, dtype=bool)
-_NUMERIC_BYTES[np.frombuffer(b"0123456789.eE+-\n", dtype=np.uint8)] = True
+_NUMERIC_BYTES = b"0123456789.eE+-\n"
 
 
 def _read_csv_fast(path: str, p: dict[str, Any]) -> np.ndarray | None:
@@ -333,7 +332,8 @@ def _read_csv_fast(path: str, p: dict[str, Any]) -> np.ndarray | None:
     quotes, NaN/Infinity spellings or empty cells), and every row the same length. Anything else
     returns None and the loop reads it, with its cell-precise errors."""
     sep = str(p.get("sep", ","))
-    if len(sep) != 1 or sep in "0123456789.eE+-\n" or p.get("naStrings") is not None or os.path.isdir(path):
+    if len(sep) != 1 or not sep.isascii() or sep in "0123456789.eE+-\n" or p.get("naStrings") is not None \
+            or os.path.isdir(path):
         return None
     try:
         with open(path, "rb") as f:
@@ -342,9 +342,7 @@ def _read_csv_fast(path: str, p: dict[str, Any]) -> np.ndarray | None:
         return None
     header = bool(p.get("header", False))
     body = raw[raw.find(b"\n") + 1:] if header else raw
-    ok = _NUMERIC_BYTES.copy()
-    ok[ord(sep)] = True
-    if not body or not ok[np.frombuffer(body, dtype=np.uint8)].all() or b"\n\n" in raw:
+    if not body or body.translate(None, _NUMERIC_BYTES + sep.encode()) or b"\n\n" in raw:
         return None
     import io as _io
 
@@ -364,9 +362,9 @@ def _read_csv_fast(path: str, p: dict[str, Any]) -> np.ndarray | None:
 
 
 def _read_csv_matrix(path: str, p: dict[str, Any]) -> Any:
-    fast = _read_csv_fast(path, p)
-    if fast is not None:
-        return fast
+    whole = _read_csv_fast(path, p)
+    if whole is not None:
+        return whole
     lines, first, sep = _csv_rows(path, p)
     fill = p.get("fill", True)
     fill_value = float(p.get("default", 0.0))
