@@ -374,13 +374,20 @@ def generate_row(plan: CPlan, key: str) -> str:
         block.append("acc = parts[b]")
     if plan.agg == FULL_AGG:
         block += ["s0 = 0.0", "k0 = 0.0"]
+    from lafuse.codegen.gen_row_block import block_body  # (it builds on this module's analysis)
+
+    inner = ["for i in range(r0, r1):"] + indent(row, 1)
+    blk = block_body(info, plan, ms)
+    if blk is not None:
+        top.append(f"blk = {blk[1]}")
+        inner = ["if blk:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
     chain = _mmchain(c, plan)
     if chain is not None:
         block += [f"if mode == 0 and a{chain[1]}.shape[1] == 1 and m > 0:",
                   f"    rows_dot_axpy(a{ms}, r0, r1, a{chain[1]}, acc)", "else:"]
-        block += indent(["for i in range(r0, r1):"] + indent(row, 1), 1)
+        block += indent(inner, 1)
     else:
-        block += ["for i in range(r0, r1):"] + indent(row, 1)
+        block += inner
     if plan.agg == FULL_AGG:
         block += ["parts[b, 0] = s0", "parts[b, 1] = k0"]
     args = ["b0", "b1", "mode", "n", "m", "rpb", "nb", "lits", "sc", "lens", *slot_args(c), "out", "parts"]

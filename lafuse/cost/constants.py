@@ -26,10 +26,18 @@ DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / di
 DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
 FUSED_OP_RATE = 2.0e9  # simple operations/s inside a generated kernel (operands in registers, all threads)
-# s per row and vector primitive or row view of a row kernel (all threads): each primitive is a small
-# loop of run-time length, each view a reference count; measured 63 ms for multiLogReg's
-# Hessian-vector product (10 primitives, outer product, 2 views) over 1e6 rows
+# s per row and vector primitive or row view of a row kernel's per-row body (all threads; CSR main):
+# each primitive is a small loop of run-time length, each view a reference count; measured 63 ms for
+# multiLogReg's Hessian-vector product (10 primitives, outer product, 2 views) over 1e6 rows
 FUSED_ROW_VECOP_TIME = 6.0e-9
+# the same over a dense main, which runs the block body (BLAS per block of rows, gen_row_block.py):
+# measured 30.6 ms for that product (13 primitives and views) over 1e6 rows, 2 threads
+FUSED_ROW_BLOCK_VECOP_TIME = 2.3e-9
+# s, Numba's start-up paid by the first kernel of a process on top of the above: importing Numba and
+# llvmlite before a disk-cache load (measured 0.33-0.47 s for l2svm's and multiLogReg's first loads),
+# and initializing LLVM and compiling the primitives before a cold compile (first cold compile 2.6-3.0 s)
+NUMBA_START_WARM = 0.33
+NUMBA_START_COLD = 1.6
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
 

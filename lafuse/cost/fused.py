@@ -91,7 +91,7 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
         compute = cells * ops / K.FUSED_OP_RATE + cells * flops / prof.blas_flops * 4.0 + \
-            main.rows * vecops * K.FUSED_ROW_VECOP_TIME
+            main.rows * vecops * (K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME)
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
@@ -102,7 +102,10 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
 
 
-def compile_penalty(cached: bool, prof: HardwareProfile) -> float:
-    """One-time cost of a kernel not in the plan cache (paper 000 Table 3: compilation overhead)."""
-    return K.CODEGEN_WARM_LOAD_TIME if cached else prof.codegen_compile_time
+def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True) -> float:
+    """One-time cost of a kernel: its cold compile, or its load from the on-disk plan cache (paper 000
+    Table 3: compilation overhead); the first kernel of a process also pays Numba's start-up."""
+    if cached:
+        return K.CODEGEN_WARM_LOAD_TIME + (0.0 if numba_started else K.NUMBA_START_WARM)
+    return prof.codegen_compile_time + (0.0 if numba_started else K.NUMBA_START_COLD)
 

@@ -8,6 +8,7 @@ rewrites and again whenever dynamic recompilation re-lowers a block with actual 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,8 +93,6 @@ def _kernel_cached(plan: C.CPlan) -> bool:
     """Whether the plan's kernel is in the plan cache. Deciding not to fuse must not cost Numba's
     start-up (~0.5 s), so before the code generator is loaded the on-disk cache is probed by file
     name (``k_<canonical hash>_*.py`` in the cache directory) without importing it."""
-    import sys
-
     cg = sys.modules.get("lafuse.codegen")
     if cg is not None and hasattr(cg, "is_cached"):
         return bool(cg.is_cached(plan))
@@ -118,7 +117,7 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
         saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof):
+        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof, "numba" in sys.modules):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
     return frozenset(out)
 

@@ -319,6 +319,25 @@ def test_row_reference_equals_unfused_dml(name):
         assert same(evaluate(plan, runtime_formats(ins)), res), (name, kind)
 
 
+@pytest.mark.parametrize("name", list(row_plans()))
+def test_row_block_body_equals_the_per_row_body(name):
+    """Dense inputs run the block body (BLAS per block of rows); the same values with the main and
+    CELL inputs as CSR without zeros run the per-row body. Both must agree, NaN/Inf included."""
+    plan, _ = row_plans()[name]
+    src = compiled(f"row-{name}", plan).source
+    if "if blk:" not in src:
+        pytest.skip(f"{name}: no block form")  # reported; the per-row body is tested above
+    for special in (False, True):
+        ins = row_inputs("dense", special, special, seed=3)
+        per_row = list(ins)
+        for pos in (0, 4, 7):  # X, and the CELL inputs Y and P: CSR with every cell stored
+            d = np.asarray(ins[pos], dtype=np.float64)
+            d = np.where(d == 0.0, 0.5, d)
+            ins[pos], per_row[pos] = d, sps.csr_array(d)
+            assert per_row[pos].nnz == d.size
+        assert same(compiled(f"row-{name}", plan)(ins), compiled(f"row-{name}", plan)(per_row)), name
+
+
 def test_row_sparse_path_is_linear_in_nnz():
     plan, _ = row_plans()["tXXv"]
     op = compiled("row-tXXv", plan)
