@@ -25,6 +25,9 @@ DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style do
 DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
 DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
+# element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;
+# they are scaled by the profiled machine's rate (cost.fused.kernel_slowdown)
+KERNEL_CONSTANTS_ELEMENTWISE_RATE = 2.33e9
 FUSED_OP_RATE = 2.0e9  # simple operations/s inside a generated kernel (operands in registers, all threads)
 # s per row and vector primitive or row view of a row kernel's per-row body (all threads; CSR main):
 # each primitive is a small loop of run-time length, each view a reference count; measured 63 ms for

@@ -90,16 +90,28 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
             ops += _weight(n.op)
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
-        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / prof.blas_flops * 4.0 + \
-            main.rows * vecops * (K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME)
+        per_row = K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME
+        compute = cells * ops / fused_op_rate(prof) + cells * flops / prof.blas_flops * 4.0 + \
+            main.rows * vecops * per_row * kernel_slowdown(prof)
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
-        compute = cells * ops / K.FUSED_OP_RATE + cells * flops / (prof.blas_flops / 4.0)
+        compute = cells * ops / fused_op_rate(prof) + cells * flops / (prof.blas_flops / 4.0)
     if exploit and main.sparse:
         compute += main.nz / prof.sparse_rate
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
+
+
+def kernel_slowdown(prof: HardwareProfile) -> float:
+    """How much slower generated kernels run on the profiled machine than where the kernel constants
+    were measured, judged by the element-wise rate: an uncalibrated profile's conservative defaults
+    then slow fused and unfused operators alike, so neither side of a fusion decision is favoured."""
+    return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
+
+
+def fused_op_rate(prof: HardwareProfile) -> float:
+    return K.FUSED_OP_RATE / kernel_slowdown(prof)
 
 
 def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True) -> float:

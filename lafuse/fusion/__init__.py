@@ -89,6 +89,11 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     return new, memo
 
 
+def _numba_started() -> bool:
+    """Whether this process has paid Numba's start-up already (a kernel compiled or loaded)."""
+    return "numba" in sys.modules
+
+
 def _kernel_cached(plan: C.CPlan) -> bool:
     """Whether the plan's kernel is in the plan cache. Deciding not to fuse must not cost Numba's
     start-up (~0.5 s), so before the code generator is loaded the on-disk cache is probed by file
@@ -117,7 +122,7 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
         saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof, "numba" in sys.modules):
+        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof, _numba_started()):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
     return frozenset(out)
 
