@@ -39,6 +39,9 @@ class Compiler:
         self.resolver = FunctionResolver([d for d in dirs if os.path.isdir(d)])
         self.builder: Builder | None = None
         self.program: Program | None = None
+        # expected calls of each function: the largest weight of a block that calls it (a loop in
+        # the caller makes a callee's blocks run as often, which amortizes fused kernels)
+        self._call_weights: dict[str, float] = {}
         self._defaults: dict[tuple[str, str], Plan] = {}
         self._in_compile = False
         self.fusion_stats: Any = None  # fusion.FusionStats once a DAG was fused
@@ -83,7 +86,7 @@ class Compiler:
             raise DMLError(f"cannot read script '{path}': {e.strerror}") from None
         return self.compile_text(text, path)
 
-    def optimize_blocks(self, blocks: list) -> list:
+    def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg)
             for b in iter_blocks(blocks):
@@ -92,7 +95,7 @@ class Compiler:
         # after rewrites: an out-of-range index in a branch that known sizes make dead (constant
         # predicate removed) is not an error, as in SystemDS; a surviving one is reported here
         _raise_deferred(blocks)
-        _set_weights(blocks, 1.0)
+        _set_weights(blocks, weight, self._call_weights)
         for b in iter_blocks(blocks):
             if isinstance(b, GenericBlock):
                 b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())
@@ -191,7 +194,7 @@ class Compiler:
             fdef = self.resolver.functions[key]
             blocks = self.builder.build_function(key, fdef, known)
             liveness.analyze(blocks, {o.name for o in fdef.outputs})
-            fp.blocks = self.optimize_blocks(blocks)
+            fp.blocks = self.optimize_blocks(blocks, self._call_weights.get(key, 1.0))
             fp.compiled = True
             if self.stats is not None and not self._in_compile:
                 self.stats.compile_time += time.perf_counter() - t0
@@ -213,20 +216,24 @@ class Compiler:
         return interp.exec_plan(plan, {}, keep_result=True)
 
 
-def _set_weights(blocks: list, w: float) -> None:
+def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
     """Expected executions of each generic block (loop bodies: DEFAULT_WHILE_ITERATIONS per loop
-    level, as the cost model assumes), which amortize fused kernels' compilation."""
+    level, as the cost model assumes; function bodies: as often as their most frequent call site),
+    which amortize fused kernels' compilation. Records the weight of each call site in ``calls``."""
     from lafuse.cost.constants import DEFAULT_WHILE_ITERATIONS
     from lafuse.hops.program import ForBlock, IfBlock, WhileBlock
 
     for b in blocks:
         if isinstance(b, GenericBlock):
             b.weight = w
+            for h in b.dag.hops():
+                if h.kind == "funcall":
+                    calls[h.params["fname"]] = max(calls.get(h.params["fname"], 0.0), w)
         elif isinstance(b, IfBlock):
-            _set_weights(b.then_blocks, w)
-            _set_weights(b.else_blocks, w)
+            _set_weights(b.then_blocks, w, calls)
+            _set_weights(b.else_blocks, w, calls)
         elif isinstance(b, (WhileBlock, ForBlock)):
-            _set_weights(b.body, w * DEFAULT_WHILE_ITERATIONS)
+            _set_weights(b.body, w * DEFAULT_WHILE_ITERATIONS, calls)
 
 
 def _raise_deferred(blocks: list) -> None:

@@ -195,3 +195,28 @@ def test_stats_count_fused_operators():
     st = fusion.FusionStats()
     fused("s = sum(X * Y * Z)\nprint(s)", "cost", st)
     assert st.dags == 1 and st.fused_ops == 1 and st.memo_entries >= 2
+
+
+def test_function_bodies_weigh_as_often_as_their_call_sites():
+    """A helper called in a loop runs once per iteration: its blocks (and the loops in them) carry
+    the call site's weight, so a kernel in it is amortized over those calls (alsCG's CG half-step)."""
+    text = """
+    half = function(Matrix[Double] A) return (Matrix[Double] B) {
+      B = A * 2
+      for (j in 1:3) { B = B + A }
+    }
+    main = function(Matrix[Double] X) return (Matrix[Double] Y) {
+      Y = X
+      for (i in 1:5) { Y = half(Y) }
+    }
+    Z = main(rand(rows=10, cols=10))
+    print(sum(Z))
+    """
+    comp = Compiler(cfgmod.Config(codegen=False))
+    prog = comp.compile_text(text, "<w>")
+    weights = {key: sorted({b.weight for b in iter_blocks(fp.blocks) if isinstance(b, GenericBlock)})
+               for key, fp in prog.functions.items()}
+    main_key = next(k for k in weights if k.endswith("main"))
+    half_key = next(k for k in weights if k.endswith("half"))
+    assert weights[main_key] == [1.0, 10.0]
+    assert weights[half_key] == [10.0, 100.0]
