@@ -18,8 +18,8 @@ from lafuse.hops.hop import Hop
 
 
 def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = None) -> float:
-    if h.kind in ("literal", "data") or h.op in ("tread", "twrite"):
-        return 0.0
+    if h.kind in ("literal", "data") or h.op in ("tread", "twrite") or h.params.get("read_through"):
+        return 0.0  # (a transpose read through by its product: lower.foldable_transposes)
     try:
         return instruction_cost(h.op, h, prof, hints=hints).compute
     except Exception:  # an operator the instruction model does not know: its dispatch only

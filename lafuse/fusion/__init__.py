@@ -57,6 +57,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     prof = prof or load()
     new = copy_dag(dag)
     order = new.hops()
+    _mark_read_through(new, order)
     memo = explore(new.roots, dominance=cfg.fusion != "cost")
     st = stats or FusionStats()
     st.dags += 1
@@ -87,6 +88,23 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     _rewrite(new, ops)
     st.time += time.perf_counter() - t0
     return new, memo
+
+
+def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
+    """Mark the transposes lowering folds into their product (``lower.foldable_transposes``): they
+    cost nothing unfused, so fusing them away saves nothing (basic_cost)."""
+    from lafuse.runtime.lower import foldable_transposes
+
+    users: dict[int, list[Hop]] = {}
+    for h in order:
+        for i in h.inputs:
+            users.setdefault(i.id, []).append(h)
+    for h in order:
+        h.params.pop("read_through", None)
+    folded = foldable_transposes(order, users, dag)
+    for h in order:
+        if h.id in folded:
+            h.params["read_through"] = True
 
 
 def _numba_started() -> bool:

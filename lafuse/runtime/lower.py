@@ -84,7 +84,7 @@ def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:
     return not others and any(u.op == "twrite" for u in outs) and h.id not in {r.id for r in dag.roots}
 
 
-def _foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:
+def foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:
     """Transposes whose only reader is a ``%*%``: the product reads the operand transposed in place
     (BLAS takes a transposed operand, SciPy's CSR transpose is a CSC view), so ``t(X) %*% Y`` never
     materializes ``t(X)``. multiLogReg's ``t(X) %*% T`` (T n x k) would otherwise copy all of X twice
@@ -140,11 +140,11 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
     constants: dict[int, Any] = {}
     instrs: list[Instruction] = []
     writes: list[tuple[str, int]] = []
-    folded = _foldable_transposes(order, users, dag)
+    folded = foldable_transposes(order, users, dag)
     for h in order:
         r = len(reg)
         reg[h.id] = r
-        if h.id in folded:  # read through by its product, see _foldable_transposes
+        if h.id in folded:  # read through by its product, see foldable_transposes
             continue
         if h.kind == "literal":
             constants[r] = h.value
