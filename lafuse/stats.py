@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_KERNEL_LINES = 10  # per-kernel compile/load lines under "Codegen kernels" in --stats
+
 
 @dataclass
 class Stats:
@@ -92,13 +94,16 @@ class Stats:
                f"{s.plans_total} total, {s.plans_evaluated} evaluated, {s.pruned_cost} skipped by cost, "
                f"{s.pruned_structural} skipped by structure; {f.unfused_by_compile_cost} operators left "
                f"unfused because compilation would not pay off"]
-        try:
-            from lafuse import codegen
+        import sys
 
-            c = codegen.cache_stats()
-        except (ImportError, AttributeError):
-            return out
+        codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
+        c = codegen.cache_stats() if codegen is not None and hasattr(codegen, "cache_stats") else {}
         out.append(f"Codegen kernels: compiled {c.get('compiled', 0)} ({c.get('compile_time_cold', 0.0):.3f} sec.), "
                    f"disk cache hits {c.get('disk_hits', 0)} ({c.get('compile_time_warm', 0.0):.3f} sec.), "
                    f"memory cache hits {c.get('mem_hits', 0)}")
+        per = sorted(c.get("per_kernel", {}).items(), key=lambda kv: -(kv[1]["cold"] + kv[1]["warm"]))
+        for key, t in per[:MAX_KERNEL_LINES]:
+            out.append(f"  kernel {key[:16]}: cold compile {t['cold']:.3f} sec., disk-cache load {t['warm']:.3f} sec.")
+        if len(per) > MAX_KERNEL_LINES:
+            out.append(f"  ... {len(per) - MAX_KERNEL_LINES} more kernels")
         return out

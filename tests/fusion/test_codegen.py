@@ -557,3 +557,20 @@ def test_cell_all_csr_product_merge_intersects(agg, op):
                    matrix(rng, "sparse", shape, ss, True), matrix(rng, "sparse", shape, False, True)]
             check(f"isect-{agg}-{op}", plan, ins)
             check(f"isect-{agg}-{op}", plan, [ins[0], ins[1], dense(ins[2])])
+
+
+def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path):
+    script = tmp_path / "k.dml"
+    script.write_text("X = rand(rows=50, cols=40, seed=1)\nY = rand(rows=50, cols=40, seed=2)\n"
+                      "print(sum(X * Y * 2))\n")
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(disk_cache / "stats")}
+    lines = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--fusion", "fuse-all", "--stats"],
+                           env=env, capture_output=True, text=True, check=True)
+        lines.append([ln.strip() for ln in p.stdout.splitlines() if ln.strip().startswith("kernel ")])
+    cold = [float(ln.split("cold compile ")[1].split()[0]) for ln in lines[0]]
+    warm = [float(ln.split("disk-cache load ")[1].split()[0]) for ln in lines[1]]
+    assert len(lines[0]) == len(lines[1]) == 1
+    assert cold[0] > 0.0 and "disk-cache load 0.000" in lines[0][0]
+    assert warm[0] > 0.0 and "cold compile 0.000" in lines[1][0]
