@@ -8,6 +8,7 @@ symbol table.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -231,7 +232,12 @@ class Interpreter:
             from lafuse.runtime.io import read_value
 
             kw = dict(zip(hop.params["slots"], args))
-            return read_value(str(kw.pop("target")), kw)
+            path = str(kw.pop("target"))
+            if self.compiler.cfg.codegen and self.compiler.cfg.codegen_backend == "numba":
+                from lafuse import fusion
+
+                fusion.start_codegen_preload(_file_bytes(path))
+            return read_value(path, kw)
         if op == "time":
             return time.time_ns()
         if op == "list":
@@ -363,6 +369,16 @@ def _cast_scalar(v: Any, to: type) -> Any:
     if to is int and isinstance(v, np.integer):
         return int(v)
     return v
+
+
+def _file_bytes(path: str) -> int:
+    """Size of a file, or of a directory's part files (0 when it cannot be read: read_value reports)."""
+    try:
+        if os.path.isdir(path):
+            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _list_index(lst: Any, key: Any, hi: Any = None) -> ListValue:
