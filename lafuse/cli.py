@@ -182,9 +182,6 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     try:
         interp.run()
     finally:
-        fusion = sys.modules.get("lafuse.fusion")
-        if fusion is not None:  # a Numba preload must not be cut off by the interpreter's shutdown
-            fusion.finish_codegen_preload()
         if stats is not None:
             stats.exec_time = time.perf_counter() - t0
             stats.fusion = comp.fusion_stats

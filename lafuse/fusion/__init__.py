@@ -9,10 +9,8 @@ rewrites and again whenever dynamic recompilation re-lowers a block with actual 
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
@@ -109,56 +107,9 @@ def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
             h.params["read_through"] = True
 
 
-PRELOAD_MIN_BYTES = 8 << 20  # an input this large: its read is long enough to hide Numba's start
-_preload: threading.Thread | None = None
-
-
-def start_codegen_preload(nbytes: int) -> bool:
-    """Before reading an input of ``nbytes`` on a machine whose on-disk plan cache holds kernels,
-    import Numba and the kernel primitives in a background thread (~0.45 s), so that Numba's
-    start-up overlaps the read (pandas' and NumPy's parsers release the GIL). Fusion decisions then
-    count Numba as started: its start is being paid either way. Depends only on the input's size and
-    the cache directory's contents, so plans stay deterministic."""
-    global _preload
-    if _preload is not None:
-        return True
-    if nbytes < PRELOAD_MIN_BYTES or "numba" in sys.modules:
-        return False
-    try:
-        warm = any(_cache_dir().glob("k_*.py"))
-    except OSError:
-        warm = False
-    if not warm:
-        return False
-
-    def load() -> None:
-        try:
-            import lafuse.codegen.prims  # noqa: F401
-        except Exception:  # pragma: no cover - a broken Numba shows when a kernel is compiled
-            pass
-
-    _preload = threading.Thread(target=load, name="lafuse-codegen-preload", daemon=True)
-    _preload.start()
-    return True
-
-
-def finish_codegen_preload() -> None:
-    """Wait for a background preload (before the interpreter shuts down under it)."""
-    if _preload is not None:
-        _preload.join()
-
-
 def _numba_started() -> bool:
-    """Whether this process has paid, or is paying, Numba's start-up (a kernel compiled or loaded,
-    or the preload running)."""
-    return _preload is not None or "numba" in sys.modules
-
-
-def _cache_dir() -> Path:
-    import os
-
-    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
-    return Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
+    """Whether this process has paid Numba's start-up already (a kernel compiled or loaded)."""
+    return "numba" in sys.modules
 
 
 def _kernel_cached(plan: C.CPlan) -> bool:
@@ -168,8 +119,13 @@ def _kernel_cached(plan: C.CPlan) -> bool:
     cg = sys.modules.get("lafuse.codegen")
     if cg is not None and hasattr(cg, "is_cached"):
         return bool(cg.is_cached(plan))
+    import os
+    from pathlib import Path
+
+    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
     try:
-        return any(_cache_dir().glob(f"k_{plan.canonical_key()[0]}_*.py"))
+        return any(base.glob(f"k_{plan.canonical_key()[0]}_*.py"))
     except OSError:
         return False
 

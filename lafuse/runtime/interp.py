@@ -8,7 +8,6 @@ symbol table.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -232,12 +231,7 @@ class Interpreter:
             from lafuse.runtime.io import read_value
 
             kw = dict(zip(hop.params["slots"], args))
-            path = str(kw.pop("target"))
-            if self.compiler.cfg.codegen and self.compiler.cfg.codegen_backend == "numba":
-                from lafuse import fusion
-
-                fusion.start_codegen_preload(_file_bytes(path))
-            return read_value(path, kw)
+            return read_value(str(kw.pop("target")), kw)
         if op == "time":
             return time.time_ns()
         if op == "list":
@@ -369,16 +363,6 @@ def _cast_scalar(v: Any, to: type) -> Any:
     if to is int and isinstance(v, np.integer):
         return int(v)
     return v
-
-
-def _file_bytes(path: str) -> int:
-    """Size of a file, or of a directory's part files (0 when it cannot be read: read_value reports)."""
-    try:
-        if os.path.isdir(path):
-            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def _list_index(lst: Any, key: Any, hi: Any = None) -> ListValue:

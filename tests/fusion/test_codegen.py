@@ -574,25 +574,3 @@ def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path
     assert len(lines[0]) == len(lines[1]) == 1
     assert cold[0] > 0.0 and "disk-cache load 0.000" in lines[0][0]
     assert warm[0] > 0.0 and "cold compile 0.000" in lines[1][0]
-
-
-_PRELOAD = """
-import sys
-from lafuse import fusion
-big = fusion.PRELOAD_MIN_BYTES
-out = [fusion.start_codegen_preload(big)]  # empty plan cache: nothing will be loaded
-open(sys.argv[1] + "/k_0123_abcd_tag.py", "w").write("# a cached kernel")
-out.append(fusion.start_codegen_preload(big - 1))  # a small read hides nothing
-out.append("numba" in sys.modules)
-out.append(fusion.start_codegen_preload(big))
-fusion.finish_codegen_preload()
-out.append("lafuse.codegen.prims" in sys.modules and fusion._numba_started())
-print(out)
-"""
-
-
-def test_numba_preload_starts_only_for_large_reads_on_a_warm_cache(tmp_path):
-    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path)}
-    p = subprocess.run([sys.executable, "-c", _PRELOAD, str(tmp_path)], env=env, capture_output=True, text=True,
-                       check=True)
-    assert p.stdout.strip() == "[False, False, False, True, True]"
