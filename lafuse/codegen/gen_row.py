@@ -119,7 +119,7 @@ def _base(n: CNode, info: RowInfo) -> CNode:
     return a if id(a) in info.sparse and info.scale_of[id(n)] is b else b
 
 
-class _Emitter:
+class Emitter:
     def __init__(self, info: RowInfo, ms: int) -> None:
         self.info = info
         self.c = info.c
@@ -235,7 +235,7 @@ class _Emitter:
         return self.c.slot[int(n.arg)]  # type: ignore[call-overload]
 
 
-def axpy_root(e: _Emitter, plan: CPlan) -> tuple[CNode, CNode, bool] | None:
+def axpy_root(e: Emitter, plan: CPlan) -> tuple[CNode, CNode, bool] | None:
     """(vector, scalar, static) operands of a root ``vector * scalar`` summed over rows (COL_AGG,
     COL_AGG_T): the dense body then accumulates ``acc += vector * scalar`` directly (a vectorized
     axpy) instead of materializing the product row. ``static`` False: the scalar is a vector node
@@ -255,7 +255,7 @@ def axpy_root(e: _Emitter, plan: CPlan) -> tuple[CNode, CNode, bool] | None:
     return None
 
 
-def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
+def _consume_dense(e: Emitter, plan: CPlan) -> list[str]:
     r = plan.root
     k, v = e.idx(r), e.v(r)
     vec = e.info.kind[id(r)] == "V"
@@ -271,7 +271,7 @@ def _consume_dense(e: _Emitter, plan: CPlan) -> list[str]:
     return pa + pb + [f"outer_add({aa}, {za}, L{k}, {ab}, {zb}, L{e.idx(plan.root2)}, acc)"]
 
 
-def _consume_sparse(e: _Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
+def _consume_sparse(e: Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     """(checks, accumulation) of a sparse root."""
     r = plan.root
     k = e.idx(r)
@@ -318,7 +318,7 @@ def generate_row(plan: CPlan, key: str) -> str:
     info = analyze(plan)
     c = info.c
     ms = main_slot(c)
-    e = _Emitter(info, ms)
+    e = Emitter(info, ms)
     top: list[str] = ["spm = mode != 0"]
     alloc = ["xb = np.empty(max(m, 1))"]
     for n in c.order:

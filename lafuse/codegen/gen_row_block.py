@@ -17,7 +17,7 @@ zeros), for the sparse mode, and for plans with a node this body has no form for
 from __future__ import annotations
 
 from lafuse.codegen.emit import scalar_op
-from lafuse.codegen.gen_row import RowInfo
+from lafuse.codegen.gen_row import Emitter, RowInfo
 from lafuse.fusion.cplan import (
     CELL,
     COL_AGG,
@@ -38,18 +38,14 @@ from lafuse.fusion.cplan import (
 class _Block:
     def __init__(self, info: RowInfo, ms: int) -> None:
         self.info, self.c, self.ms = info, info.c, ms
+        e = Emitter(info, ms)  # node numbers and input slots as the per-row body names them
+        self.k, self.slot = e.idx, e.slot
         self.rv: dict[int, bool] = {}  # varies by row
         for n in self.c.order:
             if n.op == "input":
                 self.rv[id(n)] = n.access in (MAIN, CELL, ROWVEC)
             else:
                 self.rv[id(n)] = any(self.rv[id(ch)] for ch in n.children)
-
-    def k(self, n: CNode) -> int:
-        return int(self.c.var(n)[1:])
-
-    def slot(self, n: CNode) -> int:
-        return self.c.slot[int(n.arg)]  # type: ignore[call-overload]
 
     def vec(self, n: CNode) -> bool:
         return self.info.kind[id(n)] == "V"
