@@ -138,6 +138,13 @@ def test_pow_follows_java_math_pow():
     assert math.isnan(K["^"](-8, 1 / 3))
     b = row(NAN, INF, 2)
     assert_same(K["^"](row(1, 1, 3), b), [[NAN, NAN, 9]])
+    # Java (and libm, which the generated kernels call): (-Inf)^0.5 = +Inf and (-0)^0.5 = +0, where
+    # NumPy's square-root shortcut gives NaN and -0 (found by the fused-vs-unfused property test)
+    half = D(K["^"](row(-INF, -0.0, 4), 0.5))
+    assert_same(half, [[INF, 0, 2]])
+    assert math.copysign(1.0, half[0, 1]) == 1.0
+    assert_same(K["^"](row(-INF, -INF), row(0.5, 2)), [[INF, INF]])
+    assert K["^"](-INF, 0.5) == INF and math.copysign(1.0, K["^"](-0.0, 0.5)) == 1.0
 
 
 def test_modulus_and_intdiv_follow_systemds():

@@ -79,17 +79,26 @@ def _mod(a: Any, b: Any) -> Any:
 def _pow(a: Any, b: Any) -> Any:
     if np.ndim(b) == 0:
         bf = float(b)
-        r = np.square(a) if bf == 2.0 else np.power(a, b)
+        r = np.square(a) if bf == 2.0 else _half_pow(a) if bf == 0.5 else np.power(a, b)
         if bf != bf:
             return np.full(np.shape(r), np.nan)
         if math.isinf(bf):
             return np.where(np.abs(a) == 1, np.nan, r)
         return r
     r = np.power(a, b)
+    half = np.equal(b, 0.5)
+    if half.any():
+        r = np.where(half, _half_pow(a), r)
     bad = np.isnan(b) | (np.isinf(b) & (np.abs(a) == 1))
     if bad.any():
         r = np.where(bad, np.nan, r)
     return r
+
+
+def _half_pow(a: Any) -> Any:
+    """``a ^ 0.5`` as Java's Math.pow (and libm, so the generated kernels): NumPy takes a square root
+    here, which gives NaN for -Inf and -0 for -0 where pow gives +Inf and +0."""
+    return np.where(np.isneginf(a), np.inf, np.sqrt(a)) + 0.0
 
 
 def _long_arr(x: Any) -> Any:
@@ -138,7 +147,7 @@ def _jpow(a: float, b: float) -> float:
     if abs(a) == 1.0 and math.isinf(b):
         return math.nan
     with errstate():
-        return float(np.power(F64(a), F64(b)))
+        return float(_half_pow(F64(a)) if b == 0.5 else np.power(F64(a), F64(b)))
 
 
 def _jmax(a: float, b: float) -> float:
