@@ -28,7 +28,19 @@ DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (me
 # element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;
 # they are scaled by the profiled machine's rate (cost.fused.kernel_slowdown)
 KERNEL_CONSTANTS_ELEMENTWISE_RATE = 2.33e9
-FUSED_OP_RATE = 2.0e9  # simple operations/s inside a generated kernel (operands in registers, all threads)
+# simple operations/s inside a generated kernel (operands in registers, all threads, no fast-math):
+# sum of a chain of 8, 16, 24, 32 alternating * and +/- over one dense 2e7-cell input took 9.7 (read
+# bound), 30, 54, 92 ms (2 threads); 8e9 is the mean rate of the compute-bound chains
+FUSED_OP_RATE = 8.0e9
+# the cost of one cell of an operation inside a generated kernel, in simple operations at FUSED_OP_RATE,
+# from the same measurement (sum(f(X)), 2e7 cells, 2 threads): X/(X+1) 14.5 ms, sqrt 28 ms, exp and log
+# 50 ms, sin 98 ms, ^0.3 145 ms. Numba calls libm per cell here, where NumPy's ufuncs vectorize, so the
+# ratios differ from the unfused WEIGHT_* below
+FUSED_WEIGHT_DIVIDE = 5.0
+FUSED_WEIGHT_SQRT = 10.0
+FUSED_WEIGHT_TRANSCENDENTAL = 20.0
+FUSED_WEIGHT_TRIG = 40.0
+FUSED_WEIGHT_POW = 57.0
 # s per row and vector primitive or row view of a row kernel's per-row body (all threads; CSR main):
 # each primitive is a small loop of run-time length, each view a reference count; measured 63 ms for
 # multiLogReg's Hessian-vector product (10 primitives, outer product, 2 views) over 1e6 rows

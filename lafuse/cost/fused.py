@@ -26,19 +26,25 @@ def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = N
         return prof.matrix_op_overhead
 
 
-def _weight(op: str) -> float:
-    """Cost of one cell of ``op`` in units of a simple element-wise operation."""
+def fused_weight(op: str, exponent: float | None = None) -> float:
+    """Cost of one cell of ``op`` inside a generated kernel, in simple operations at FUSED_OP_RATE;
+    ``x^2`` is a multiplication (measured: as fast as ``x*x``), other powers a libm call."""
     if op in TRIG:
-        return K.WEIGHT_TRIG * K.DEFAULT_ELEMENTWISE_RATE / K.DEFAULT_TRANSCENDENTAL_RATE
+        return K.FUSED_WEIGHT_TRIG
     if op in TRANSCENDENTAL:
-        return K.DEFAULT_ELEMENTWISE_RATE / K.DEFAULT_TRANSCENDENTAL_RATE
+        return K.FUSED_WEIGHT_TRANSCENDENTAL
     if op in ("/", "%%", "%/%"):
-        return K.WEIGHT_DIVIDE
+        return K.FUSED_WEIGHT_DIVIDE
     if op == "^":
-        return K.WEIGHT_POW
+        return K.WEIGHT_SIMPLE if exponent == 2.0 else K.FUSED_WEIGHT_POW
     if op == "sqrt":
-        return K.WEIGHT_SQRT
+        return K.FUSED_WEIGHT_SQRT
     return K.WEIGHT_SIMPLE
+
+
+def _exponent(n: C.CNode) -> float | None:
+    e = n.children[1] if n.op == "^" and len(n.children) == 2 else None
+    return float(e.arg) if e is not None and e.op == "literal" else None  # type: ignore[arg-type]
 
 
 def _nodes(plan: C.CPlan) -> list[C.CNode]:
@@ -76,18 +82,18 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
     for n in _nodes(plan):
+        if n.op == "input" and n.access in (C.MAIN, C.CELL):
+            vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
         if n.op in ("input", "literal"):
             continue
         vecops += 1
-    if plan.template == "row":  # each MAIN/CELL input is a row view per row (a reference count each)
-        vecops += sum(1 for n in _nodes(plan) if n.op == "input" and n.access in (C.MAIN, C.CELL))
         if n.op == "uv":
             flops += 2.0 * metas[int(n.children[0].arg)].cols  # type: ignore[call-overload]
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
             flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
         else:
-            ops += _weight(n.op)
+            ops += fused_weight(n.op, _exponent(n))
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
         per_row = K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME

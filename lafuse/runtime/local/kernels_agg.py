@@ -24,6 +24,7 @@ import numpy as np
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (
     F64,
+    NARROW_COLS,
     errstate,
     fmt_owned,
     is_mat,
@@ -226,9 +227,6 @@ def _sums(x: Any, axis: int, fname: str) -> np.ndarray:
                 return _narrow_sums(x, axis)
             return np.sum(x, axis=axis, keepdims=True)
         return np.asarray(x.sum(axis=axis), dtype=F64).reshape(out_shape)
-
-
-NARROW_COLS = 4  # measured: up to 4 columns, column-at-a-time beats NumPy's axis reductions
 
 
 def _narrow_sums(x: np.ndarray, axis: int) -> np.ndarray:

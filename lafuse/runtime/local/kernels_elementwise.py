@@ -32,6 +32,8 @@ from lafuse.runtime.local.kernels_common import (
     F64,
     LONG_MAX,
     LONG_MIN,
+    NARROW_COLS,
+    NARROW_MIN_ROWS,
     TWO63,
     canon_csr,
     csr_rows,
@@ -379,6 +381,29 @@ def _sparse_matrix(op: str, f: Callable[[Any, Any], Any], a: Any, b: Any, shape:
         return _finish(op, f(D, v) if big_left else f(v, D))
 
 
+def _narrow_broadcast(f: Callable[[Any, Any], Any], a: ndarray, b: ndarray, shape: tuple[int, int]) -> ndarray:
+    """``f(a, b)`` with a vector broadcast over a tall matrix of a few columns, a column at a time
+    (measured for 1e6 x 2: matrix + row vector 8.5 ms in one call, 2.4 ms by columns; matrix * column
+    vector 4.6 vs 2.9 ms)."""
+    def col(x: ndarray, j: int) -> Any:  # column j of x as broadcast to shape: a vector or a scalar
+        j = j if x.shape[1] > 1 else 0
+        return x[:, j] if x.shape[0] > 1 else x[0, j]
+
+    if isinstance(f, np.ufunc):  # straight into the result's column: no temporary per column
+        out = np.empty(shape, dtype=f(np.zeros(1), np.zeros(1)).dtype)  # bool for comparisons
+        for j in range(shape[1]):
+            f(col(a, j), col(b, j), out=out[:, j])
+        return out
+    res = None
+    for j in range(shape[1]):
+        r = f(col(a, j), col(b, j))
+        if res is None:
+            res = np.empty(shape, dtype=np.result_type(r))
+        res[:, j] = r
+    assert res is not None
+    return res
+
+
 def _operand(v: Any, op: str) -> Any:
     v = norm_scalar(v)
     if is_mat(v):
@@ -400,6 +425,8 @@ def binary(op: str, a: Any, b: Any) -> Any:
         shape = _bshape(a, b, op)
         if type(a) is ndarray and type(b) is ndarray:
             with errstate():
+                if a.shape != b.shape and 1 < shape[1] <= NARROW_COLS and shape[0] >= NARROW_MIN_ROWS:
+                    return _finish(op, _narrow_broadcast(f, a, b, shape))
                 return _finish(op, f(a, b))
         return _sparse_matrix(op, f, a, b, shape)
     if a_m:
