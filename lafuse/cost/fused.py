@@ -81,6 +81,7 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     ops = 0.0
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
+    row_kinds = _row_kinds(plan) if plan.template == "row" else {}
     for n in _nodes(plan):
         if n.op == "input" and n.access in (C.MAIN, C.CELL):
             vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
@@ -92,7 +93,7 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
             flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
-        else:
+        elif row_kinds.get(id(n), "V") == "V":  # a row kernel's per-row scalars cost only their vecop
             ops += fused_weight(n.op, _exponent(n))
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
@@ -107,6 +108,16 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         compute += main.nz / prof.sparse_rate
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
+
+
+def _row_kinds(plan: C.CPlan) -> dict[int, str]:
+    """"V" (a vector per row) or "S" (a scalar per row) of each node of a row plan, by ``id``."""
+    from lafuse.codegen.gen_row import analyze  # the code generator's own analysis: no second copy
+
+    try:
+        return analyze(plan).kind
+    except ValueError:  # not a valid row plan: price every node as a vector operation
+        return {}
 
 
 def kernel_slowdown(prof: HardwareProfile) -> float:

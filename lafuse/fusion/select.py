@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import basic_cost, fused_cost, fused_op_rate
+from lafuse.cost.fused import basic_cost, fused_cost, fused_op_rate, fused_weight
 from lafuse.cost.operators import meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
@@ -195,7 +195,9 @@ class CostBased(Selector):
         read = sum(m.bytes for m in mins) / prof.mem_read_bw
         write = sum(meta(r, hints).bytes for r in roots if r.dt == "matrix") / prof.mem_write_bw
         density = min([min(1.0, m.nz / m.cells) for m in mins if m.cells > 0] + [1.0])
-        compute = sum(meta(memo.hops[h], hints).cells * density for h in part) / fused_op_rate(prof)
+        # each operation at least once, at the cheaper of its fused and its basic price
+        compute = sum(min(meta(memo.hops[h], hints).cells * density * fused_weight(memo.hops[h].op)
+                          / fused_op_rate(prof), basic_cost(memo.hops[h], prof, hints)) for h in part)
         mp = {g: meta(memo.hops[g], hints).bytes for _, g in pts}
         return Bound(write, read, compute, {g: b / prof.mem_write_bw for g, b in mp.items()},
                      {g: b / prof.mem_read_bw for g, b in mp.items()})

@@ -45,7 +45,8 @@ def to_dml(n: CNode) -> str:
     if n.op == "input":
         return NAMES[int(n.arg)]  # type: ignore[call-overload]
     if n.op == "literal":
-        return repr(float(n.arg))  # type: ignore[arg-type]
+        v = float(n.arg)  # type: ignore[arg-type]
+        return f"({v!r})" if v < 0 else repr(v)  # -2.5 ^ X is -(2.5 ^ X) in DML, as in R
     args = [to_dml(c) for c in n.children]
     if n.op in INFIX:
         return f"({args[0]} {n.op} {args[1]})"

@@ -157,9 +157,13 @@ def test_memo_table_references_and_closing():
     assert all(e.nrefs > 0 for es in memo.groups.values() for e in es if e.closed)
 
 
-def test_mpskipenum_skips_plans_and_matches_exhaustive_search():
-    # several shared intermediates: interesting points with materialization choices
-    text = ("A = X * Y\nB = A + Z\nC = exp(B)\n"
+@pytest.mark.parametrize("f,pruned", [("abs", True), ("exp", False)])
+def test_mpskipenum_skips_plans_and_matches_exhaustive_search(f, pruned):
+    # several shared intermediates: interesting points with materialization choices. Memory-bound
+    # (abs), fusing everything is near the best plan, so cost bounds skip about half of the plans;
+    # compute-bound (exp, recomputed per consumer unless C is materialized), the static bound (every
+    # operation once) stays below the best plan's recomputations and nothing is skipped
+    text = (f"A = X * Y\nB = A + Z\nC = {f}(B)\n"
             "s1 = sum(A * C)\ns2 = sum(B / C)\nr = rowSums(C * A)\nc = colSums(B * C)\n"
             "print(s1 + s2 + sum(r) + sum(c))")
     cfg = cfgmod.Config(codegen=True)
@@ -177,7 +181,7 @@ def test_mpskipenum_skips_plans_and_matches_exhaustive_search():
     ctx = Context(memo, b.dag.roots, order, prof, hints=HINTS)
     cuts = CostBased().select(ctx)
     assert ctx.stats.points >= 3
-    assert ctx.stats.plans_evaluated < ctx.stats.plans_total
+    assert (ctx.stats.plans_evaluated < ctx.stats.plans_total) == pruned, ctx.stats
     # exhaustive search over every partition's points finds no cheaper plan
     best = sum(plan_cost(build_plan(memo, b.dag.roots, order, cuts), p, prof) for p in partitions(memo))
     import itertools
@@ -220,3 +224,26 @@ def test_function_bodies_weigh_as_often_as_their_call_sites():
     half_key = next(k for k in weights if k.endswith("half"))
     assert weights[main_key] == [1.0, 10.0]
     assert weights[half_key] == [10.0, 100.0]
+
+
+def test_fused_cost_counts_every_operation_of_the_cplan():
+    # regression: every CNode's operation is priced (once only the last node of a row plan was, and
+    # cell plans had no compute at all), so a longer chain of exp costs more than a short one
+    from lafuse.cost.fused import fused_cost
+    from lafuse.cost.profile import load
+
+    prof = load()  # the fixed profile (conftest)
+
+    def cost(text: str) -> float:
+        spoofs, _ = fused(text, "fuse-all")
+        assert len(spoofs) == 1, text
+        h = spoofs[0]
+        return fused_cost(h.params["cplan"], h.inputs, h if h.dt == "matrix" else None, prof)
+
+    one = cost("s = sum(exp(X))\nprint(s)")
+    three = cost("s = sum(exp(exp(exp(X))))\nprint(s)")
+    assert three > 2.5 * one  # compute-bound: 3 x 1e8 exp against one read of 800 MB
+    # a row plan's vector operations over X's rows, on top of the same matrix-vector products
+    row1 = cost("r = t(X) %*% (X %*% v)\nprint(sum(r))")
+    row3 = cost("r = t(X) %*% ((abs(X) * 2 + X) %*% v)\nprint(sum(r))")
+    assert row3 > 1.2 * row1
