@@ -878,3 +878,31 @@ def test_narrow_broadcasts_equal_numpy(sa, sb):
         assert got.shape == np.broadcast_shapes(sa, sb), op
         cols = [D(K[op](a[:, [j]] if sa[1] > 1 else a, b[:, [j]] if sb[1] > 1 else b)) for j in range(got.shape[1])]
         assert_same(got, np.hstack(cols))
+
+
+@pytest.mark.parametrize("shape", [(6000, 1), (6000, 2), (6000, 4), (6000, 5), (3, 6000), (0, 3), (6000, 0)])
+def test_narrow_row_and_column_aggregates_equal_numpy(shape):
+    # up to 4 columns, rowSums/rowMaxs/rowMins/col* work a column at a time; same values (NaN
+    # propagating through min/max, +-Inf) as NumPy's axis reductions, and zeros for empty axes
+    rng = np.random.default_rng(11)
+    x = rng.random(shape) - 0.5
+    x.flat[::11], x.flat[::13], x.flat[::17] = NAN, INF, -INF
+    for name, f, ax in [("rowMaxs", np.max, 1), ("rowMins", np.min, 1), ("colMaxs", np.max, 0),
+                        ("colMins", np.min, 0), ("rowSums", np.sum, 1), ("colSums", np.sum, 0)]:
+        with np.errstate(all="ignore"):
+            want = f(x, axis=ax, keepdims=True) if x.shape[ax] else np.zeros((x.shape[0], 1) if ax else (1, x.shape[1]))
+        assert_same(K[name](x), want)
+
+
+@pytest.mark.parametrize("rows,cols", [((1, 6000), (1, 2)), ((1, 6000), (2, 4)), ((101, 5000), (1, 3)),
+                                       ((1, 6000), (1, 5)), ((1, 6000), (3, 3))])
+def test_narrow_column_slices_equal_numpy(rows, cols):
+    # a few columns of a tall matrix are copied a column at a time: same values, a C-ordered copy
+    rng = np.random.default_rng(4)
+    x = rng.random((6000, 5))
+    x.flat[::7], x.flat[::9] = NAN, -INF
+    got = K["rix"](x, rows[0], rows[1], cols[0], cols[1])
+    assert_same(got, x[rows[0] - 1:rows[1], cols[0] - 1:cols[1]])
+    assert got.flags.c_contiguous
+    full = (rows, cols) == ((1, 6000), (1, 5))  # the whole matrix: values are immutable, no copy
+    assert np.shares_memory(got, x) == full

@@ -273,6 +273,16 @@ def _minmax_axis(x: Any, axis: int, is_max: bool, fname: str) -> np.ndarray:
         r = r.toarray() if sp.issparse(r) else np.asarray(r)
         m, n = x.shape
         return np.asarray(r, dtype=F64).reshape((m, 1) if axis == 1 else (1, n))
+    m, n = x.shape
+    if type(x) is ndarray and 0 < n <= NARROW_COLS < m:  # a column at a time, as _narrow_sums
+        f = np.maximum if is_max else np.minimum  # NaN-propagating, as np.max/np.min
+        with errstate():
+            if axis == 0:
+                return np.array([[f.reduce(x[:, j]) for j in range(n)]], dtype=F64)
+            r = x[:, 0].copy()
+            for j in range(1, n):
+                f(r, x[:, j], out=r)
+            return r.reshape(m, 1)
     return _axis_reduce(x, axis, fname, np.max if is_max else np.min)
 
 

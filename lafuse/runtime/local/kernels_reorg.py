@@ -22,6 +22,8 @@ import numpy as np
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local.kernels_common import (
     F64,
+    NARROW_COLS,
+    NARROW_MIN_ROWS,
     csr_rows,
     fmt_owned,
     is_mat,
@@ -304,6 +306,14 @@ def k_rix(x: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None
     if r0 == 1 and r1 == m and c0 == 1 and c1 == n:
         return x
     if type(x) is ndarray:
+        h, w = r1 - r0 + 1, c1 - c0 + 1
+        if 1 < w <= NARROW_COLS and h >= NARROW_MIN_ROWS and x.dtype == F64:
+            # a few columns of a tall matrix, a column at a time (NumPy copies short rows: 1e6 x 2
+            # of 1e6 x 3 takes 6.9 ms in one copy, 2.5 ms by columns)
+            out = np.empty((h, w))
+            for j in range(w):
+                out[:, j] = x[r0 - 1:r1, c0 - 1 + j]
+            return out
         return np.array(x[r0 - 1:r1, c0 - 1:c1], dtype=F64)
     return fmt_owned(sp.csr_array(x[r0 - 1:r1, c0 - 1:c1], dtype=F64))
 
