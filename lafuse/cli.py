@@ -187,7 +187,19 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             stats.fusion = comp.fusion_stats
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
+        _spawn_deferred(cfg)
     return 0
+
+
+def _spawn_deferred(cfg: Any) -> None:
+    """Hand the kernels that only pay from the disk cache to a background compile (codegen.deferred)."""
+    from lafuse import fusion
+
+    if cfg.codegen and cfg.codegen_defer and fusion.DEFERRED:
+        from lafuse.codegen import deferred
+
+        deferred.spawn(dict(fusion.DEFERRED))
+        fusion.DEFERRED.clear()
 
 
 # field -> unit, in the order the table shows them (what each rate measures: lafuse.cost.calibrate)

@@ -232,8 +232,22 @@ def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
         elif isinstance(b, IfBlock):
             _set_weights(b.then_blocks, w, calls)
             _set_weights(b.else_blocks, w, calls)
-        elif isinstance(b, (WhileBlock, ForBlock)):
+        elif isinstance(b, ForBlock):
+            _set_weights(b.body, w * _for_iterations(b, DEFAULT_WHILE_ITERATIONS), calls)
+        elif isinstance(b, WhileBlock):
             _set_weights(b.body, w * DEFAULT_WHILE_ITERATIONS, calls)
+
+
+def _for_iterations(b: Any, default: int) -> int:
+    """Iterations of a for loop with constant bounds (``for (i in 1:200)``), else ``default``."""
+    from lafuse.cost.program import loop_iterations
+    from lafuse.hops import sizes
+
+    def fold(d: Any) -> Any:
+        return sizes.scalar_value(d.roots[0], {}) if d is not None and d.roots else None
+
+    n = loop_iterations(fold(b.start), fold(b.stop), fold(b.incr), b.incr is None)
+    return default if n is None else max(n, 1)
 
 
 def _raise_deferred(blocks: list) -> None:

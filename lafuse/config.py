@@ -27,6 +27,9 @@ class Config:
     codegen: bool = True  # operator fusion with generated kernels (issue #5)
     fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy
     codegen_backend: str = "numba"  # numba | reference (the pure-NumPy CPlan interpreter, for tests)
+    # `lafuse run` compiles kernels that would pay off from the disk cache but not cold in a
+    # background process after the script (codegen.deferred); env LAFUSE_CODEGEN_DEFER=0 turns it off
+    codegen_defer: bool = field(default_factory=lambda: os.environ.get("LAFUSE_CODEGEN_DEFER", "1") != "0")
     scheduler: str | None = None
     # builtin script search path (inventory 0): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()

@@ -93,7 +93,9 @@ class Stats:
                f"Codegen plans: partitions {s.partitions}, interesting points {s.points}, plans "
                f"{s.plans_total} total, {s.plans_evaluated} evaluated, {s.pruned_cost} skipped by cost, "
                f"{s.pruned_structural} skipped by structure; {f.unfused_by_compile_cost} operators left "
-               f"unfused because compilation would not pay off"]
+               f"unfused because compilation would not pay off"
+               + (f" ({f.deferred} kernels that would pay from the disk cache: compiled in the background "
+                  f"after the run)" if f.deferred else "")]
         import sys
 
         codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded

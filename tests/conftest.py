@@ -7,6 +7,9 @@ import os
 
 os.environ.setdefault("LAFUSE_CHECK_METADATA", "1")
 os.environ.setdefault("LAFUSE_VALIDATE", "1")
+# no background compiles from the CLI runs of the test suite (tests/fusion/test_deferred.py turns
+# them on where it tests them)
+os.environ.setdefault("LAFUSE_CODEGEN_DEFER", "0")
 
 from hypothesis import settings  # noqa: E402
 

@@ -131,7 +131,10 @@ class PlanCache:
             return hit
 
     def on_disk(self, key: str, source: str) -> bool:
-        return (cache_dir() / file_name(key, source)).exists()
+        """The generated source and Numba's index of its compiled code are on disk (a source alone
+        may still be compiling in another process)."""
+        path = cache_dir() / file_name(key, source)
+        return path.exists() and any((path.parent / "__pycache__").glob(f"{path.stem}.*.nbi"))
 
     def get(self, key: str, generate: Callable[[], str], warm_up: Callable[[Any], None]) -> Loaded:
         with self._lock:

@@ -40,6 +40,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CNode,
     CPlan,
+    row_kinds,
 )
 
 ROW_AGGS = (NO_AGG, COL_AGG, FULL_AGG, COL_AGG_T, COL_AGG_B1_T)
@@ -65,22 +66,7 @@ def analyze(plan: CPlan, c: Canon | None = None) -> RowInfo:
     for n in c.order:
         for ch in n.children:
             users.setdefault(id(ch), []).append(n)
-        if n.op == "input":
-            k = {MAIN: "V", CELL: "V", COLVEC: "V", ROWVEC: "S", SCALAR: "S", MATRIX: "M"}.get(n.access)
-            if k is None:
-                raise ValueError(f"input access {n.access!r} is not valid in a row plan")
-        elif n.op == "literal" or n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
-            k = "S"
-        elif n.op == "vecmat":
-            if info.kind[id(n.children[1])] != "M":
-                raise ValueError("vecmat's second operand must be a MATRIX input")
-            k = "V"
-        else:
-            kinds = [info.kind[id(ch)] for ch in n.children]
-            if "M" in kinds:
-                raise ValueError(f"a MATRIX input can only be vecmat's right operand, not {n.op}'s")
-            k = "V" if "V" in kinds else "S"
-        info.kind[id(n)] = k
+    info.kind = row_kinds(c.order)
     # sparse form: the main row, and products/quotients of a sparse node by a non-sparse scalar
     for n in c.order:
         if n.op == "input" and n.access == MAIN:

@@ -78,10 +78,10 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         else:
             read += m.bytes
     cells = main.cells * scale
-    ops = 0.0
+    op_cells = 0.0  # cells computed, each weighted by its operation's price
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
-    row_kinds = _row_kinds(plan) if plan.template == "row" else {}
+    row_len = _row_lengths(plan, metas, main.cols) if plan.template == "row" else {}
     for n in _nodes(plan):
         if n.op == "input" and n.access in (C.MAIN, C.CELL):
             vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
@@ -93,31 +93,49 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
             flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
-        elif row_kinds.get(id(n), "V") == "V":  # a row kernel's per-row scalars cost only their vecop
-            ops += fused_weight(n.op, _exponent(n))
+        elif plan.template == "row":  # over the node's vector per row; a per-row scalar is its vecop
+            op_cells += main.rows * scale * row_len.get(id(n), 0.0) * fused_weight(n.op, _exponent(n))
+        else:
+            op_cells += cells * fused_weight(n.op, _exponent(n))
     if plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
         per_row = K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME
-        compute = cells * ops / fused_op_rate(prof) + cells * flops / prof.blas_flops * 4.0 + \
+        compute = op_cells / fused_op_rate(prof) + cells * flops / prof.blas_flops * 4.0 + \
             main.rows * vecops * per_row * kernel_slowdown(prof)
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
-        compute = cells * ops / fused_op_rate(prof) + cells * flops / (prof.blas_flops / 4.0)
+        compute = op_cells / fused_op_rate(prof) + cells * flops / (prof.blas_flops / 4.0)
     if exploit and main.sparse:
         compute += main.nz / prof.sparse_rate
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
 
 
-def _row_kinds(plan: C.CPlan) -> dict[int, str]:
-    """"V" (a vector per row) or "S" (a scalar per row) of each node of a row plan, by ``id``."""
-    from lafuse.codegen.gen_row import analyze  # the code generator's own analysis: no second copy
-
+def _row_lengths(plan: C.CPlan, metas: list, main_cols: float) -> dict[int, float]:
+    """Length of each vector node of a row plan per row (0 for per-row scalars), by ``id``: the main
+    row's for row views, the matrix's columns for ``vecmat``, the longest operand's otherwise."""
     try:
-        return analyze(plan).kind
-    except ValueError:  # not a valid row plan: price every node as a vector operation
-        return {}
+        kinds = C.row_kinds(C.postorder(plan))  # the code generator's kinds (gen_row.analyze)
+    except ValueError:  # not a valid row plan: price every node over the main row
+        return {id(n): main_cols for n in _nodes(plan)}
+    out: dict[int, float] = {}
+
+    def length(n: C.CNode) -> float:
+        if id(n) not in out:
+            if kinds.get(id(n)) != "V":
+                out[id(n)] = 0.0
+            elif n.op == "input":
+                out[id(n)] = main_cols if n.access in (C.MAIN, C.CELL) else metas[int(n.arg)].cells  # type: ignore[call-overload]
+            elif n.op == "vecmat":
+                out[id(n)] = metas[int(n.children[1].arg)].cols  # type: ignore[call-overload]
+            else:
+                out[id(n)] = max(length(c) for c in n.children)
+        return out[id(n)]
+
+    for n in _nodes(plan):
+        length(n)
+    return out
 
 
 def kernel_slowdown(prof: HardwareProfile) -> float:

@@ -24,8 +24,7 @@ from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.sizes import SPARSITY_TURN_POINT, slot_arg
-from lafuse.runtime.local.kernels_agg import NARROW_COLS
-from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS
+from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS, NARROW_COLS, NARROW_MIN_ROWS
 
 
 @dataclass(frozen=True)
@@ -243,7 +242,9 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         rate = prof.transcendental_rate if opcode in TRANSCENDENTAL else prof.elementwise_rate
         weight = K.WEIGHT_DIVIDE if opcode in DIVIDE else K.WEIGHT_POW if opcode == "^" else \
             K.WEIGHT_SQRT if opcode == "sqrt" else K.WEIGHT_TRIG if opcode in TRIG else K.WEIGHT_SIMPLE
-        if len(mats) == 2 and out.matrix and out.cols < 64 and any(m.cols == 1 < out.cols for m in mats):
+        narrow = 1 < out.cols <= NARROW_COLS and out.rows >= NARROW_MIN_ROWS  # kernels_elementwise._narrow_broadcast
+        if len(mats) == 2 and out.matrix and out.cols < 64 and any(m.cols == 1 < out.cols for m in mats) \
+                and not narrow:
             rate = min(rate, prof.rowagg_rate)  # a column vector broadcast over short rows
         op_time = cells * weight / rate if mats else 0.0
         if not mats and opcode in DIVIDE:
@@ -253,8 +254,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         cells = x.nz if x.sparse else x.cells
         if x.sparse:
             op_time = cells / prof.sparse_rate
-        elif opcode == "rowSums" and 0 < x.cols <= NARROW_COLS < x.rows:
-            op_time = cells / prof.elementwise_rate  # column-at-a-time (kernels_agg._narrow_sums)
+        elif opcode in ("rowSums", "rowMaxs", "rowMins") and 0 < x.cols <= NARROW_COLS < x.rows:
+            op_time = cells / prof.elementwise_rate  # column-at-a-time (kernels_agg)
         elif opcode.startswith("row") and x.cols < 64 or opcode.startswith("cum"):
             op_time = cells / prof.rowagg_rate  # short inner reductions / sequential scans
         else:

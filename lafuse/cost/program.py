@@ -233,7 +233,7 @@ class ProgramCoster:
         head = len(self.lines)
         start, stop = self._fold(b.start, known), self._fold(b.stop, known)
         incr = self._fold(b.incr, known) if b.incr is not None else None
-        n = _iterations(start, stop, incr, b.incr is None)
+        n = loop_iterations(start, stop, incr, b.incr is None)
         guessed = n is None
         n = K.DEFAULT_WHILE_ITERATIONS if n is None else n
         w = math.ceil(n / max(self.threads, 1)) if b.parallel and self.threads > 1 else n
@@ -339,7 +339,7 @@ def _makes_sparse(h: Any) -> bool:
     return meta(h).sparse  # a CSR value (meta: matrices of at least MIN_SPARSE_CELLS only)
 
 
-def _iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
+def loop_iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
     nums = (start, stop) if default_incr else (start, stop, incr)
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in nums):
         return None

@@ -35,6 +35,13 @@ class FusionStats:
     memo_entries: int = 0
     memo_pruned: int = 0
     unfused_by_compile_cost: int = 0
+    deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
+
+
+# canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
+# load from the on-disk cache would: ``lafuse run`` compiles them after the run in a background
+# process (codegen.deferred), so later runs of the script fuse them (config ``codegen_defer``)
+DEFERRED: dict[str, C.CPlan] = {}
 
 
 def _has_candidates(dag: Dag) -> bool:
@@ -76,7 +83,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     ops = combine_multi_aggregates(plan.fused)
     if not heuristic:
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, prof, weight, hints)
+            extra = _not_worth_compiling(ops, prof, weight, hints, st, getattr(cfg, "codegen_defer", False))
             if not extra:
                 break
             st.unfused_by_compile_cost += len({hid for hid, _ in extra})
@@ -115,7 +122,8 @@ def _numba_started() -> bool:
 def _kernel_cached(plan: C.CPlan) -> bool:
     """Whether the plan's kernel is in the plan cache. Deciding not to fuse must not cost Numba's
     start-up (~0.5 s), so before the code generator is loaded the on-disk cache is probed by file
-    name (``k_<canonical hash>_*.py`` in the cache directory) without importing it."""
+    name without importing it: Numba's index of a ``k_<canonical hash>_*`` source (a source without
+    one is still being compiled, e.g. by a deferred compile)."""
     cg = sys.modules.get("lafuse.codegen")
     if cg is not None and hasattr(cg, "is_cached"):
         return bool(cg.is_cached(plan))
@@ -125,23 +133,31 @@ def _kernel_cached(plan: C.CPlan) -> bool:
     env = os.environ.get("LAFUSE_CODEGEN_CACHE")
     base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
     try:
-        return any(base.glob(f"k_{plan.canonical_key()[0]}_*.py"))
+        return any((base / "__pycache__").glob(f"k_{plan.canonical_key()[0]}_*.nbi"))
     except OSError:
         return False
 
 
 def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: float,
-                         hints: dict[str, float] | None) -> frozenset[tuple[int, int]]:
+                         hints: dict[str, float] | None, st: FusionStats,
+                         defer: bool = False) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
-    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused)."""
+    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). With
+    ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
+    started = _numba_started()
     for op in ops:
         assert op.plan is not None
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
-        saving = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        if saving * weight < compile_penalty(_kernel_cached(op.plan), prof, _numba_started()):
+        saving = (sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)) * weight
+        cached = _kernel_cached(op.plan)
+        if saving < compile_penalty(cached, prof, started):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
+            if defer and not cached and saving >= compile_penalty(True, prof, started):
+                key = op.plan.canonical_key()[0]
+                st.deferred += key not in DEFERRED
+                DEFERRED.setdefault(key, op.plan)
     return frozenset(out)
 
 

@@ -193,6 +193,48 @@ def zero_safe(n: CNode, outer: bool = False) -> bool:
     return False
 
 
+def row_kinds(order: list[CNode]) -> dict[int, str]:
+    """Static kinds of a row plan's nodes (children before parents in ``order``), by ``id``: "S" a
+    scalar per row, "V" a vector per row, "M" a MATRIX operand (only vecmat's right operand)."""
+    kind: dict[int, str] = {}
+    for n in order:
+        if n.op == "input":
+            k = {MAIN: "V", CELL: "V", COLVEC: "V", ROWVEC: "S", SCALAR: "S", MATRIX: "M"}.get(n.access)
+            if k is None:
+                raise ValueError(f"input access {n.access!r} is not valid in a row plan")
+        elif n.op == "literal" or n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
+            k = "S"
+        elif n.op == "vecmat":
+            if kind[id(n.children[1])] != "M":
+                raise ValueError("vecmat's second operand must be a MATRIX input")
+            k = "V"
+        else:
+            kinds = [kind[id(ch)] for ch in n.children]
+            if "M" in kinds:
+                raise ValueError(f"a MATRIX input can only be vecmat's right operand, not {n.op}'s")
+            k = "V" if "V" in kinds else "S"
+        kind[id(n)] = k
+    return kind
+
+
+def postorder(plan: CPlan) -> list[CNode]:
+    """The plan's distinct nodes, children before parents."""
+    out: list[CNode] = []
+    seen: set[int] = set()
+
+    def walk(n: CNode) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for ch in n.children:
+            walk(ch)
+        out.append(n)
+
+    for r in plan.all_roots():
+        walk(r)
+    return out
+
+
 def finite_required(plan: CPlan) -> set[int]:
     """Input positions that must hold only finite values for a sparse-safe plan to skip the main
     input's zeros: the vector and scalar inputs of a ``*``/``&`` operand that meets a main-derived

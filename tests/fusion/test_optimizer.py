@@ -31,13 +31,14 @@ V = rand(rows=20000, cols=100, seed=7)
 HINTS = {"S": 20000 * 20000 * 0.001}  # what the runtime tells the optimizer when it lowers the block
 
 
-def fused(text: str, strategy: str = "cost", stats: fusion.FusionStats | None = None):
+def fused(text: str, strategy: str = "cost", stats: fusion.FusionStats | None = None, preamble: str = BIG,
+          **cfg_kw):
     """(spoof HOPs, basic HOP labels) of ``text`` after fusion, as a loop body (as in an iterative
     algorithm: one cold kernel compile then pays off for the cost-based selector)."""
-    cfg = cfgmod.Config(codegen=True, fusion=strategy)
+    cfg = cfgmod.Config(codegen=True, fusion=strategy, **cfg_kw)
     with cfgmod.using(cfg):
         comp = Compiler(cfg)
-        prog = comp.compile_text(BIG + "for (i in 1:20) {\n" + text + "\n}", "<test>")
+        prog = comp.compile_text(preamble + "for (i in 1:20) {\n" + text + "\n}", "<test>")
         blocks = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)]
         dag, _ = fusion.optimize(blocks[-1].dag, cfg, stats, weight=blocks[-1].weight, hints=HINTS)
     hops = dag.hops()
