@@ -223,8 +223,9 @@ def test_function_bodies_weigh_as_often_as_their_call_sites():
                for key, fp in prog.functions.items()}
     main_key = next(k for k in weights if k.endswith("main"))
     half_key = next(k for k in weights if k.endswith("half"))
-    assert weights[main_key] == [1.0, 10.0]
-    assert weights[half_key] == [10.0, 100.0]
+    # for loops with constant bounds weigh their iteration count: 5 calls, 3 iterations in each
+    assert weights[main_key] == [1.0, 5.0]
+    assert weights[half_key] == [5.0, 15.0]
 
 
 def test_fused_cost_counts_every_operation_of_the_cplan():
