@@ -163,3 +163,16 @@ def test_errors_are_one_line_with_caret_and_exit_one(tmp_path: Path):
 def test_missing_script_file():
     r = lafuse("run", "/no/such/file.dml")
     assert r.returncode == 1 and "cannot read script" in r.stderr
+
+
+def test_tune_malloc_keeps_large_blocks_for_reuse(monkeypatch):
+    # lafuse run sets glibc's mmap and trim thresholds so freed intermediates are reused instead of
+    # page-faulted in again; LAFUSE_MALLOC_TUNE=0 leaves malloc alone
+    import platform
+
+    from lafuse.cli import tune_malloc
+
+    monkeypatch.setenv("LAFUSE_MALLOC_TUNE", "0")
+    assert tune_malloc() is False
+    monkeypatch.setenv("LAFUSE_MALLOC_TUNE", "1")
+    assert tune_malloc() is (platform.libc_ver()[0] == "glibc")

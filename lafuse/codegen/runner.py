@@ -62,12 +62,29 @@ class Mat:
         return [self.a, self.d, self.i, self.p]
 
 
+def kernel_array(a: np.ndarray, dtype: Any = F64) -> np.ndarray:
+    """A C-contiguous, writeable-typed array for a kernel argument. Numba types a read-only array
+    (pandas' to_numpy under copy-on-write, np.load with mmap) apart from a writeable one, so passing
+    one would compile a second specialization of a cached kernel (~3 s) on its first call. Kernels
+    never write their inputs: a read-only view of writeable memory is passed as a writeable view;
+    memory nobody may write is copied."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.flags.writeable:
+        return a
+    v = a.view()
+    try:
+        v.flags.writeable = True
+    except ValueError:
+        return a.copy()
+    return v
+
+
 def _index(a: np.ndarray) -> np.ndarray:
     if a.dtype == np.int32:
-        return np.ascontiguousarray(a)
+        return kernel_array(a, np.int32)
     if a.size == 0 or int(a.max()) < 2**31 - 1:
         return a.astype(np.int32)
-    return np.ascontiguousarray(a, dtype=np.int64)
+    return kernel_array(a, np.int64)
 
 
 def is_matrix(v: Any) -> bool:
@@ -82,20 +99,20 @@ def as_mat(v: Any, what: str) -> Mat:
         if not c.has_canonical_format:
             c = c.copy()
             c.sum_duplicates()
-        return Mat(c.shape, True, E2, np.ascontiguousarray(c.data), _index(c.indices), _index(c.indptr), v)
+        return Mat(c.shape, True, E2, kernel_array(c.data), _index(c.indices), _index(c.indptr), v)
     if not isinstance(v, np.ndarray):
         raise ValueError(f"{what} must be a matrix, got {type(v).__name__}")
     if v.ndim != 2:
         raise ValueError(f"{what} must be a 2-D matrix, got {v.ndim}-D")
-    return Mat(v.shape, False, np.ascontiguousarray(v, dtype=F64), E1, EI, EI, v)
+    return Mat(v.shape, False, kernel_array(v), E1, EI, EI, v)
 
 
 def dense(v: Any, what: str) -> np.ndarray:
     if sp.issparse(v):
-        return np.ascontiguousarray(v.toarray(), dtype=F64)
+        return kernel_array(v.toarray())
     if not isinstance(v, np.ndarray) or v.ndim != 2:
         raise ValueError(f"{what} must be a 2-D matrix")
-    return np.ascontiguousarray(v, dtype=F64)
+    return kernel_array(v)
 
 
 def vector(v: Any, shape: tuple[int, int], what: str) -> np.ndarray:

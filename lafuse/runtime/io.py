@@ -358,7 +358,10 @@ def _read_csv_fast(path: str, p: dict[str, Any]) -> np.ndarray | None:
     if np.isnan(out).any() or (ncols is not None and out.shape[1] != ncols) or (
             nrows is not None and out.shape[0] != nrows):
         return None  # short rows (padded with NaN) or sizes the metadata disagrees with: the loop explains
-    return np.ascontiguousarray(out)
+    out = np.ascontiguousarray(out)
+    # pandas' copy-on-write hands out a read-only view (one column); matrices lafuse reads are
+    # ordinary writeable arrays, whatever reader made them
+    return out if out.flags.writeable else out.copy()
 
 
 def _read_csv_matrix(path: str, p: dict[str, Any]) -> Any:

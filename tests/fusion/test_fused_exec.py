@@ -198,3 +198,33 @@ def test_random_dags_fused_equal_unfused(expr, agg, kind, special, seed):
     for strategy in ("fuse-all", "fuse-no-redundancy"):
         got, _ = run(text, ins, codegen=True, fusion=strategy)
         assert same(got, base), f"{text} [{strategy}]\nfused={dense(got)}\nunfused={dense(base)}"
+
+
+def test_read_only_inputs_reuse_the_compiled_kernel():
+    # Numba types read-only arrays apart: passed as they are, a cached kernel would compile a second
+    # specialization (~3 s) on its first call with, e.g., a csv column pandas hands out read-only
+    from lafuse import codegen
+
+    rng = np.random.default_rng(8)
+    ins = inputs_for("dense", "", rng)
+    sp_x = data("sparse", (N, M), rng, False)
+    text = "R = sum(X * Y * 2) + sum(rowSums(X * Z) * r)"
+    base, _ = run(text, ins, codegen=True)
+    sigs = {k: len(v.kernel.signatures) for k, v in codegen._CACHE._mem.items()}
+    ro = dict(ins)
+    for k in ("X", "Y", "Z", "r"):
+        ro[k] = ins[k].copy()
+        ro[k].flags.writeable = False
+    got, counts = run(text, ro, codegen=True)
+    assert same(got, base) and counts.get("spoofMA", 0) + counts.get("spoofCell", 0) >= 1
+    assert {k: len(v.kernel.signatures) for k, v in codegen._CACHE._mem.items() if k in sigs} == sigs
+    assert not any(ro[k].flags.writeable for k in ("X", "Y", "Z", "r"))  # the caller's arrays stay read-only
+    x_ro = sp_x.copy()
+    x_ro.data.flags.writeable = False
+    ro["X"] = x_ro
+    sp_ins = dict(ins, X=sp_x)
+    base_sp, _ = run(text, sp_ins, codegen=True)
+    sigs = {k: len(v.kernel.signatures) for k, v in codegen._CACHE._mem.items()}
+    got_sp, _ = run(text, dict(sp_ins, X=x_ro), codegen=True)
+    assert same(got_sp, base_sp)
+    assert {k: len(v.kernel.signatures) for k, v in codegen._CACHE._mem.items() if k in sigs} == sigs

@@ -448,6 +448,9 @@ def test_csv_fast_path_reads_the_doubles_of_the_cell_loop(tmp_path):
     _same(read_value(path, {"format": "csv"}), expect)
     h = _put(tmp_path / "h.csv", "a;b\n1;-2.5e-3\n.5;7.\n")
     assert np.array_equal(_read_csv_fast(h, {"sep": ";", "header": True}), np.array([[1.0, -2.5e-3], [0.5, 7.0]]))
+    # a single column: pandas' copy-on-write hands out a read-only view; lafuse's matrices are writeable
+    col = _read_csv_fast(_put(tmp_path / "c.csv", "1\n2\n3\n"), {})
+    assert col is not None and col.flags.writeable and col.flags.c_contiguous
 
 
 @pytest.mark.parametrize("text,params", [
