@@ -230,7 +230,11 @@ def _spawn_deferred(cfg: Any) -> None:
     if cfg.codegen and cfg.codegen_defer and fusion.DEFERRED:
         from lafuse.codegen import deferred
 
-        deferred.spawn(dict(fusion.DEFERRED))
+        try:
+            deferred.spawn(dict(fusion.DEFERRED))
+        except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
+            print(f"lafuse: warning: background compile of {len(fusion.DEFERRED)} kernel(s) not started: {e}",
+                  file=sys.stderr)
         fusion.DEFERRED.clear()
 
 

@@ -112,3 +112,24 @@ def test_deferred_wait_ignores_stale_pickles(tmp_path, monkeypatch):
     os.utime(old, (1.0, 1.0))
     assert deferred.pending() == [] and deferred.wait(timeout=1.0)
     assert Path(old).exists()
+
+
+def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
+    from lafuse import cli, codegen
+    from lafuse import config as cfgmod
+    from lafuse.codegen import deferred
+
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
+    codegen.clear_memory_cache()
+
+    def refuse(plans):
+        raise PermissionError("read-only cache directory")
+
+    monkeypatch.setattr(deferred, "spawn", refuse)
+    fusion.DEFERRED.clear()
+    fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
+    n = len(fusion.DEFERRED)
+    assert n >= 1
+    cli._spawn_deferred(cfgmod.Config(codegen=True, codegen_defer=True))
+    assert f"background compile of {n} kernel(s) not started" in capsys.readouterr().err
+    assert not fusion.DEFERRED
