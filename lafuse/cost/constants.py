@@ -66,6 +66,9 @@ SCALAR_DIVIDE_OVERHEAD = 8.0e-7  # s, a scalar '/' (Java division semantics: 0-d
 
 WEIGHT_SPARSE_RAND = 10.0  # a sparse rand() non-zero costs this many dense rand cells (geometric skips,
 # per-block position draws; measured on benchmarks/cost_programs/sparse_ops.dml)
+# a CSR-CSR element-wise op per input non-zero, relative to sparse_rate (a traversal): measured
+# X*Y with 2e6 + 2e6 non-zeros 24 ms, (X*Y)*Z with 2e5 + 2e6 7.3 ms (SciPy; calibrated rate 1.18e9/s)
+WEIGHT_SPARSE_BINARY = 6.0
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)

@@ -247,6 +247,10 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
                 and not narrow:
             rate = min(rate, prof.rowagg_rate)  # a column vector broadcast over short rows
         op_time = cells * weight / rate if mats else 0.0
+        if len(mats) == 2 and all(m.sparse for m in mats) and mats[0].rows == mats[1].rows \
+                and mats[0].cols == mats[1].cols:
+            # SciPy's CSR-CSR binary ops merge sorted indices in two passes and allocate the result
+            op_time = max(op_time, (mats[0].nz + mats[1].nz) * K.WEIGHT_SPARSE_BINARY / prof.sparse_rate)
         if not mats and opcode in DIVIDE:
             overhead += K.SCALAR_DIVIDE_OVERHEAD
     elif kind == "agg_unary" and mats:

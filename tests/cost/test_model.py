@@ -187,3 +187,14 @@ def test_cli_explain_cost_and_stats_columns(tmp_path: Path):
     m = re.search(r"Estimated execution time \(cost model, before running\): ([0-9.]+) sec\. "
                   r"\(estimate/measured ([0-9.]+)\)", r.stdout)
     assert m and float(m.group(1)) > 0
+
+
+def test_sparse_sparse_cellwise_ops_cost_per_input_non_zero():
+    # SciPy's CSR-CSR multiply merges both inputs' indices: priced per input non-zero, not per output
+    # non-zero (X*Y with 2e6 + 2e6 non-zeros has ~2e5 of them and took 24 ms here, not ~3)
+    n, m = 20000, 1000
+    x, y = _m(n, m, 2_000_000), _m(n, m, 2_000_000)
+    c = instruction_cost("*", _op("*", "binary", [x, y], n, m, 200_000), PROF)
+    assert c.compute >= 4_000_000 * K.WEIGHT_SPARSE_BINARY / PROF.sparse_rate
+    small = instruction_cost("*", _op("*", "binary", [_m(n, m, 200_000), _m(n, m, 200_000)], n, m, 2_000), PROF)
+    assert c.compute / small.compute == pytest.approx(10.0, rel=0.1)
