@@ -132,10 +132,19 @@ def _kernel_cached(plan: C.CPlan) -> bool:
 
     env = os.environ.get("LAFUSE_CODEGEN_CACHE")
     base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
-    try:
-        return any((base / "__pycache__").glob(f"k_{plan.canonical_key()[0]}_*.nbi"))
-    except OSError:
-        return False
+    keys = _DISK_KEYS.get(str(base))
+    if keys is None:  # one listing per process and directory (a cache holds thousands of files)
+        try:
+            names = os.listdir(base / "__pycache__")
+        except OSError:
+            names = []
+        keys = _DISK_KEYS[str(base)] = {n.split("_")[1] for n in names if n.startswith("k_") and n.endswith(".nbi")}
+    return plan.canonical_key()[0] in keys
+
+
+# cache directory -> canonical hashes with a Numba index there, listed once per process: kernels
+# compiled later in the process are found by codegen.is_cached (the code generator is loaded then)
+_DISK_KEYS: dict[str, set[str]] = {}
 
 
 def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: float,
