@@ -467,8 +467,43 @@ def _assemble(path: str, ii: np.ndarray, jj: np.ndarray, vv: np.ndarray, rows: i
     return sp.csr_array((vv, (ii, jj)), shape=(rows, cols), dtype=np.float64)
 
 
+def _read_ijv_fast(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``row col value`` lines as the writers lay them out (one space between tokens, nothing but
+    digits, signs, points and exponents) read by pandas' C parser: 1e6 cells in ~0.2 s instead of
+    ~3 s. Anything else returns None and the line parser reads it, with its line-precise errors."""
+    if os.path.isdir(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    body = raw.rstrip(b"\n")
+    if not body or body.translate(None, _NUMERIC_BYTES + b" ") or b"  " in body or b" \n" in body \
+            or b"\n " in body or b"\n\n" in body or body.startswith(b" ") or body.endswith(b" ") \
+            or re.search(rb"[^0-9 \n][0-9]* ", body):  # an index (a token before a space) of more than digits
+        return None
+    import io as _io
+
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(_io.BytesIO(body), sep=" ", header=None, dtype={0: np.int64, 1: np.int64, 2: np.float64},
+                         na_filter=False, engine="c")
+    except (ValueError, TypeError, OverflowError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
+    if df.shape[1] != 3:
+        return None
+    fi, fj, fv = (np.array(df[k].to_numpy()) for k in range(3))
+    marker = (fi == 0) & (fj == 0)  # "0 0 0" marks an all-zero matrix
+    if ((fi < 1) | (fj < 1))[~marker].any():
+        return None  # the line parser names the bad cell
+    return fi[~marker] - 1, fj[~marker] - 1, fv[~marker]
+
+
 def _read_ijv(path: str, p: dict[str, Any]) -> Any:
-    ii, jj, vv = _parse_ijv_lines(path, _lines(_read_file_text(path)), 0, False, 1)
+    fast = _read_ijv_fast(path)
+    ii, jj, vv = fast if fast is not None else _parse_ijv_lines(path, _lines(_read_file_text(path)), 0, False, 1)
     rows = p.get("rows", int(ii.max()) + 1 if ii.size else 0)
     cols = p.get("cols", int(jj.max()) + 1 if jj.size else 0)
     return _assemble(path, ii, jj, vv, rows, cols)

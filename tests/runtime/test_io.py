@@ -469,3 +469,43 @@ def test_csv_fast_path_declines_what_the_cell_loop_must_handle(tmp_path, text, p
     from lafuse.runtime.io import _read_csv_fast
 
     assert _read_csv_fast(_put(tmp_path / "x.csv", text), params) is None
+
+
+def test_ijv_fast_path_reads_what_the_line_parser_reads(tmp_path):
+    """Plain ``row col value`` text goes through pandas' C parser; it must give the line parser's
+    indices and doubles (Java's parseDouble on these spellings), keep the "0 0 0" empty marker and
+    the last value of a repeated cell."""
+    from lafuse.runtime.io import _lines, _parse_ijv_lines, _read_file_text, _read_ijv_fast
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    i, j = rng.integers(1, 400, size=n), rng.integers(1, 300, size=n)
+    v = rng.normal(size=n) * 10.0 ** rng.integers(-300, 300, size=n)
+    cells = [f"{a} {b} {repr(float(x)) if k % 3 else f'{x:.20e}'}" for k, (a, b, x) in enumerate(zip(i, j, v))]
+    path = _put(tmp_path / "s.ijv", "\n".join(cells + ["0 0 0", f"{i[0]} {j[0]} 7.5"]) + "\n")
+    fast = _read_ijv_fast(path)
+    assert fast is not None
+    slow = _parse_ijv_lines(path, _lines(_read_file_text(path)), 0, False, 1)
+    for a, b in zip(fast, slow):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    m = read_value(path, {"format": "text", "rows": 400, "cols": 300})
+    assert to_dense(m)[i[0] - 1, j[0] - 1] == 7.5  # the later of two values for one cell
+
+
+@pytest.mark.parametrize("text", [
+    "1  2 3\n",  # two spaces
+    "1\t2\t3\n",
+    " 1 2 3\n",
+    "1 2 3 \n",
+    "1 2\n",  # no value
+    "1 2 3 4\n",
+    "1.0 2 3\n",  # a non-integer index: the line parser's message
+    "1 2 NaN\n",
+    "0 2 3\n",  # a non-positive index
+    "1 2 3\n\n4 5 6\n",
+    "",
+])
+def test_ijv_fast_path_declines_what_the_line_parser_must_handle(tmp_path, text):
+    from lafuse.runtime.io import _read_ijv_fast
+
+    assert _read_ijv_fast(_put(tmp_path / "x.ijv", text)) is None
