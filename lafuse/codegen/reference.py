@@ -38,6 +38,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CNode,
     CPlan,
+    postorder,
 )
 from lafuse.runtime.local.kernels import KERNELS
 
@@ -64,20 +65,7 @@ def _read(v: Any, access: str, shape: tuple[int, int]) -> Any:
 
 def main_position(plan: CPlan) -> int:
     """The input position of the plan's MAIN input (it fixes the iteration space)."""
-    found: list[int] = []
-    seen: set[int] = set()
-
-    def walk(n: CNode) -> None:
-        if id(n) in seen:
-            return
-        seen.add(id(n))
-        if n.op == "input" and n.access == MAIN:
-            found.append(int(n.arg))  # type: ignore[call-overload]
-        for c in n.children:
-            walk(c)
-
-    for r in plan.all_roots():
-        walk(r)
+    found = [int(n.arg) for n in postorder(plan) if n.op == "input" and n.access == MAIN]  # type: ignore[call-overload]
     if not found:
         raise ValueError("the plan has no MAIN input")
     return found[0]
@@ -141,22 +129,7 @@ def _aggregate(cells: np.ndarray, agg: str, agg_op: str) -> Any:
 def _csr_inputs(plan: CPlan, inputs: list[Any]) -> bool:
     """Some full-size (MAIN or CELL) input is CSR: the unfused operators then have sparse semantics."""
     return any(n.op == "input" and n.access in (MAIN, CELL) and hasattr(inputs[int(n.arg)], "tocsr")  # type: ignore[call-overload]
-               for n in _nodes(plan))
-
-
-def _nodes(plan: CPlan) -> list[CNode]:
-    seen: dict[int, CNode] = {}
-
-    def walk(n: CNode) -> None:
-        if id(n) in seen:
-            return
-        for ch in n.children:
-            walk(ch)
-        seen[id(n)] = n
-
-    for r in plan.all_roots():
-        walk(r)
-    return list(seen.values())
+               for n in postorder(plan))
 
 
 def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[int, Any]:
@@ -171,7 +144,7 @@ def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[
     flag: dict[int, Any] = {}
     sparse: dict[int, Any] = {}
     full: set[int] = set()
-    for n in _nodes(plan):
+    for n in postorder(plan):
         k = id(n)
         flag[k] = sparse[k] = None
         if n.op == "input":

@@ -47,22 +47,12 @@ def _exponent(n: C.CNode) -> float | None:
     return float(e.arg) if e is not None and e.op == "literal" else None  # type: ignore[arg-type]
 
 
-def _nodes(plan: C.CPlan) -> list[C.CNode]:
-    seen: dict[int, C.CNode] = {}
-    stack = list(plan.all_roots())
-    while stack:
-        n = stack.pop()
-        if id(n) not in seen:
-            seen[id(n)] = n
-            stack.extend(n.children)
-    return list(seen.values())
-
-
 def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: HardwareProfile,
                hints: dict[str, float] | None = None) -> float:
     """Seconds one execution of the fused operator is expected to take (without compilation)."""
     metas = [meta(h, hints) for h in inputs]
-    main_pos = next((int(n.arg) for n in _nodes(plan) if n.op == "input" and n.access == C.MAIN), 0)  # type: ignore[call-overload]
+    nodes = C.postorder(plan)
+    main_pos = next((int(n.arg) for n in nodes if n.op == "input" and n.access == C.MAIN), 0)  # type: ignore[call-overload]
     main = metas[main_pos]
     density = min(1.0, main.nz / main.cells) if main.matrix and main.cells > 0 else 1.0
     exploit = plan.template == "outer" or (plan.sparse_safe and main.sparse)
@@ -81,8 +71,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     op_cells = 0.0  # cells computed, each weighted by its operation's price
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
-    row_len = _row_lengths(plan, metas, main.cols) if plan.template == "row" else {}
-    for n in _nodes(plan):
+    row_len = _row_lengths(nodes, metas, main.cols) if plan.template == "row" else {}
+    for n in nodes:
         if n.op == "input" and n.access in (C.MAIN, C.CELL):
             vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
         if n.op in ("input", "literal"):
@@ -112,29 +102,24 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
 
 
-def _row_lengths(plan: C.CPlan, metas: list, main_cols: float) -> dict[int, float]:
-    """Length of each vector node of a row plan per row (0 for per-row scalars), by ``id``: the main
-    row's for row views, the matrix's columns for ``vecmat``, the longest operand's otherwise."""
+def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[int, float]:
+    """Length of each vector node of a row plan (its nodes in postorder) per row (0 for per-row
+    scalars), by ``id``: the main row's for row views, the matrix's columns for ``vecmat``, the
+    longest operand's otherwise."""
     try:
-        kinds = C.row_kinds(C.postorder(plan))  # the code generator's kinds (gen_row.analyze)
+        kinds = C.row_kinds(nodes)  # the code generator's kinds (gen_row.analyze)
     except ValueError:  # not a valid row plan: price every node over the main row
-        return {id(n): main_cols for n in _nodes(plan)}
+        return {id(n): main_cols for n in nodes}
     out: dict[int, float] = {}
-
-    def length(n: C.CNode) -> float:
-        if id(n) not in out:
-            if kinds.get(id(n)) != "V":
-                out[id(n)] = 0.0
-            elif n.op == "input":
-                out[id(n)] = main_cols if n.access in (C.MAIN, C.CELL) else metas[int(n.arg)].cells  # type: ignore[call-overload]
-            elif n.op == "vecmat":
-                out[id(n)] = metas[int(n.children[1].arg)].cols  # type: ignore[call-overload]
-            else:
-                out[id(n)] = max(length(c) for c in n.children)
-        return out[id(n)]
-
-    for n in _nodes(plan):
-        length(n)
+    for n in nodes:  # children before parents
+        if kinds.get(id(n)) != "V":
+            out[id(n)] = 0.0
+        elif n.op == "input":
+            out[id(n)] = main_cols if n.access in (C.MAIN, C.CELL) else metas[int(n.arg)].cells  # type: ignore[call-overload]
+        elif n.op == "vecmat":
+            out[id(n)] = metas[int(n.children[1].arg)].cols  # type: ignore[call-overload]
+        else:
+            out[id(n)] = max(out[id(c)] for c in n.children)
     return out
 
 
