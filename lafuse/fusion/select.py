@@ -163,24 +163,28 @@ class CostBased(Selector):
             ctx.stats.partitions += 1
             ctx.stats.points += len(pts)
             ctx.stats.plans_total += 2 ** len(pts)
-            if self._cannot_pay(ctx, part, pts):
+            lb = self._lower_bound(ctx, part, pts)
+            if self._cannot_pay(ctx, part, lb):
                 # no plan of the partition saves enough to load even one cached kernel: all of it
                 # stays unfused, without enumerating anything
                 cuts |= {(c, g) for c in part for e in ctx.memo.entries(c) for g in e.refs if g >= 0}
                 ctx.stats.pruned_cost += 2 ** len(pts)
                 continue
-            best = self._enumerate(ctx, part, pts, frozenset(cuts))
+            best = self._enumerate(ctx, part, pts, frozenset(cuts), lb)
             cuts |= best
         return frozenset(cuts)
 
-    def _cannot_pay(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> bool:
-        unfused = 0.0
-        for h in part:
-            c = ctx.costs.get(h)
-            if c is None:
-                c = ctx.costs[h] = basic_cost(ctx.memo.hops[h], ctx.prof, ctx.hints)
-            unfused += c
-        best_case = self._lower_bound(ctx, part, pts).of(set()) + ctx.prof.matrix_op_overhead
+    @staticmethod
+    def _basic(ctx: Context, h: int) -> float:
+        """basic_cost of HOP ``h``, kept in ``ctx.costs`` (the memo plan_cost shares)."""
+        c = ctx.costs.get(h)
+        if c is None:
+            c = ctx.costs[h] = basic_cost(ctx.memo.hops[h], ctx.prof, ctx.hints)
+        return c
+
+    def _cannot_pay(self, ctx: Context, part: set[int], lb: Bound) -> bool:
+        unfused = sum(self._basic(ctx, h) for h in part)
+        best_case = lb.of(set()) + ctx.prof.matrix_op_overhead
         return (unfused - best_case) * ctx.weight < CODEGEN_WARM_LOAD_TIME
 
     def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> Bound:
@@ -197,17 +201,17 @@ class CostBased(Selector):
         density = min([min(1.0, m.nz / m.cells) for m in mins if m.cells > 0] + [1.0])
         # each operation at least once, at the cheaper of its fused and its basic price
         compute = sum(min(meta(memo.hops[h], hints).cells * density * fused_weight(memo.hops[h].op)
-                          / fused_op_rate(prof), basic_cost(memo.hops[h], prof, hints)) for h in part)
+                          / fused_op_rate(prof), self._basic(ctx, h)) for h in part)
         mp = {g: meta(memo.hops[g], hints).bytes for _, g in pts}
         return Bound(write, read, compute, {g: b / prof.mem_write_bw for g, b in mp.items()},
                      {g: b / prof.mem_read_bw for g, b in mp.items()})
 
-    def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
+    def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
+                   lb: Bound) -> Cuts:
         n = len(pts)
         if n > MAX_POINTS_EXHAUSTIVE or ctx.stats.plans_evaluated > MAX_PLANS_PER_DAG:
             # greedy: fuse-all, then each point alone
             return self._greedy(ctx, part, pts, fixed)
-        lb = self._lower_bound(ctx, part, pts)
         return self._skip_enum(ctx, part, pts, fixed, lb)
 
     def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
