@@ -225,9 +225,8 @@ def tune_malloc() -> bool:
 
 def _spawn_deferred(cfg: Any) -> None:
     """Hand the kernels that only pay from the disk cache to a background compile (codegen.deferred)."""
-    from lafuse import fusion
-
-    if cfg.codegen and cfg.codegen_defer and fusion.DEFERRED:
+    fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized, nothing deferred
+    if cfg.codegen and cfg.codegen_defer and fusion is not None and fusion.DEFERRED:
         from lafuse.codegen import deferred
 
         try:
