@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 
@@ -84,3 +85,14 @@ def using(cfg: Config | None = None, **kw: Any):
         yield _current[-1]
     finally:
         _current.pop()
+
+
+def codegen_cache_dir() -> Path:
+    """The on-disk plan cache of generated kernels: $LAFUSE_CODEGEN_CACHE, else
+    $XDG_CACHE_HOME/lafuse/codegen, else ~/.cache/lafuse/codegen. Here rather than in lafuse.codegen,
+    whose import starts Numba: the optimizer probes the cache before deciding to load it."""
+    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "lafuse" / "codegen"

@@ -24,16 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lafuse.config import codegen_cache_dir as cache_dir
+
 _PRIMS_DIGEST: str | None = None
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "lafuse" / "codegen"
 
 
 def _prims_digest() -> str:

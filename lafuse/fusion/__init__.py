@@ -128,10 +128,10 @@ def _kernel_cached(plan: C.CPlan) -> bool:
     if cg is not None and hasattr(cg, "is_cached"):
         return bool(cg.is_cached(plan))
     import os
-    from pathlib import Path
 
-    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lafuse" / "codegen"
+    from lafuse.config import codegen_cache_dir
+
+    base = codegen_cache_dir()
     keys = _DISK_KEYS.get(str(base))
     if keys is None:  # one listing per process and directory (a cache holds thousands of files)
         try:
