@@ -558,6 +558,23 @@ def test_cell_all_csr_product_merge_intersects(agg, op):
             check(f"isect-{agg}-{op}", plan, [ins[0], ins[1], dense(ins[2])])
 
 
+def test_kernel_pool_threads_run_blas_on_one_thread():
+    """Every pool thread calls BLAS (np.dot per block) at once: each must not spread its products
+    over all cores too (runner._one_blas_thread). The setters report a thread's previous count."""
+    from lafuse.codegen import runner
+
+    setters = runner._blas_local_setters()
+    assert setters, "no BLAS with a per-thread thread count is loaded (scipy's OpenBLAS has one)"
+    plan, _ = row_plans()["tXXV"]
+    rng = np.random.default_rng(3)
+    rins = [rng.normal(size=(3000, 400)), rng.normal(size=(400, 1)), rng.normal(size=(400, 2)),
+            rng.normal(size=(3000, 1)), np.zeros((3000, 400)), rng.normal(size=(1, 400)), 1.0]
+    compiled("row-tXXV", plan, threads=2)(rins)  # creates the 2-thread pool
+    pool = runner._POOLS[2]
+    seen = [pool.submit(lambda: [fn(1) for fn in setters]).result() for _ in range(4)]
+    assert all(v == 1 for got in seen for v in got)
+
+
 def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path):
     script = tmp_path / "k.dml"
     script.write_text("X = rand(rows=50, cols=40, seed=1)\nY = rand(rows=50, cols=40, seed=2)\n"
