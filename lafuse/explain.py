@@ -104,7 +104,7 @@ def _cplan_note(h: Hop) -> str:
         return ""
     roots = p.roots if p.template == "magg" else p.all_roots()
     aggs = ",".join(p.agg_ops) if p.template == "magg" else p.agg_op
-    return f" {{{p.template} {p.agg}:{aggs} sparse_safe={p.sparse_safe} {' | '.join(map(repr, roots))}}}"
+    return f" {{{p.template} {p.agg}:{aggs} sparse_safe={p.sparse_safe}{' narrow' if p.narrow else ''} {' | '.join(map(repr, roots))}}}"
 
 
 def explain_codegen(plan: Any) -> str:

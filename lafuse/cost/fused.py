@@ -69,6 +69,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
             read += m.bytes
     cells = main.cells * scale
     op_cells = 0.0  # cells computed, each weighted by its operation's price
+    row_cells = 0.0  # cells of a row plan's vector nodes, unweighted (each one stored and loaded)
+    dots = 1 if plan.agg == C.COL_AGG_B1_T else 0  # BLAS products over the main (block bodies)
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
     row_len = _row_lengths(nodes, metas, main.cols) if plan.template == "row" else {}
@@ -83,11 +85,25 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
             flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
+            dots += 1
         elif plan.template == "row":  # over the node's vector per row; a per-row scalar is its vecop
-            op_cells += main.rows * scale * row_len.get(id(n), 0.0) * fused_weight(n.op, _exponent(n))
+            # (in a transposed block body a loop over the rows like any other node)
+            length = row_len.get(id(n), 0.0)
+            length = max(length, 1.0) if plan.narrow else length
+            op_cells += main.rows * scale * length * fused_weight(n.op, _exponent(n))
+            row_cells += main.rows * length
         else:
             op_cells += cells * fused_weight(n.op, _exponent(n))
-    if plan.template == "row":
+    if plan.template == "row" and plan.narrow and not main.sparse:
+        # the transposed block body (codegen.gen_row_block): each BLAS product passes over the main's
+        # block, and each node is a loop over the block's rows that stores its values and loads its
+        # operands' at about the rate of an unfused element-wise operation on cached data. Measured
+        # on multiLogReg's products over X 1e6 x 10 and n x 2 nodes (2 threads): colSums of T (1
+        # product, 5 nodes) 8.7 ms, model 9.5; t(X) %*% T (2 products) 12.1 ms, model 13.0; T * 2
+        # written out (1 product, 6 nodes) 10.3 ms, model 12.2
+        compute = dots * main.bytes / prof.mem_read_bw + op_cells / fused_op_rate(prof) + \
+            row_cells / prof.elementwise_rate
+    elif plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
         per_row = K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME
         compute = op_cells / fused_op_rate(prof) + cells * flops / prof.blas_flops * 4.0 + \
@@ -104,8 +120,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
 
 def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[int, float]:
     """Length of each vector node of a row plan (its nodes in postorder) per row (0 for per-row
-    scalars), by ``id``: the main row's for row views, the matrix's columns for ``vecmat``, the
-    longest operand's otherwise."""
+    scalars), by ``id``: the main row's or a CELL input's row for row views, the matrix's columns
+    for ``vecmat``, the longest operand's otherwise."""
     try:
         kinds = C.row_kinds(nodes)  # the code generator's kinds (gen_row.analyze)
     except ValueError:  # not a valid row plan: price every node over the main row
@@ -114,8 +130,9 @@ def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[in
     for n in nodes:  # children before parents
         if kinds.get(id(n)) != "V":
             out[id(n)] = 0.0
-        elif n.op == "input":
-            out[id(n)] = main_cols if n.access in (C.MAIN, C.CELL) else metas[int(n.arg)].cells  # type: ignore[call-overload]
+        elif n.op == "input":  # a CELL input has the main's rows, not necessarily its columns
+            m = metas[int(n.arg)]  # type: ignore[call-overload]
+            out[id(n)] = main_cols if n.access == C.MAIN else m.cols if n.access == C.CELL else m.cells
         elif n.op == "vecmat":
             out[id(n)] = metas[int(n.children[1].arg)].cols  # type: ignore[call-overload]
         else:

@@ -372,6 +372,7 @@ def _row_cplan(op: FusedOp) -> None:
         expr = node(root)
     inputs = bld.inputs
     op.plan = C.CPlan("row", expr, agg, "sum", sparse_safe=False, ninputs=len(inputs), root2=root2)
+    op.plan.narrow = all(0 <= inputs[pos].cols <= C.NARROW_ROW_COLS for pos in C.cell_read_inputs(op.plan))
     op.inputs = inputs
 
 

@@ -109,6 +109,9 @@ class CPlan:
     agg_ops: tuple[str, ...] = ()
     root2: CNode | None = None
     mm: int = -1
+    # row template: the inputs it reads cell by cell are narrow (at most NARROW_ROW_COLS columns when
+    # fused), so the generated block body is the transposed one (codegen.gen_row_block)
+    narrow: bool = False
 
     def all_roots(self) -> tuple[CNode, ...]:
         if self.template == "magg":
@@ -149,8 +152,28 @@ class CPlan:
             if pos not in order:
                 order.append(pos)
         ops = ",".join(self.agg_ops) if self.template == "magg" else self.agg_op
-        text = f"{self.template}|{self.agg}|{ops}|{int(self.sparse_safe)}|{body}"
+        text = f"{self.template}|{self.agg}|{ops}|{int(self.sparse_safe)}|{body}" + ("|narrow" if self.narrow else "")
         return hashlib.sha256(text.encode()).hexdigest()[:32], tuple(order), tuple(lits)
+
+
+# widest MAIN/CELL input a row plan reads cell by cell for which it counts as narrow: up to a cache line
+# (8 doubles) per row, a column-at-a-time pass touches no more lines than a row-at-a-time one
+NARROW_ROW_COLS = 8
+
+
+def cell_read_inputs(plan: CPlan) -> set[int]:
+    """Input positions of MAIN/CELL inputs a row plan reads cell by cell, as opposed to whole blocks
+    of rows handed to BLAS: the left operand of ``vecmat`` and the COL_AGG_B1_T factors."""
+    blockwise = {id(plan.root), id(plan.root2)} if plan.agg == COL_AGG_B1_T else set()
+    out: set[int] = set()
+    for n in postorder(plan):
+        for k, ch in enumerate(n.children):
+            if ch.op == "input" and ch.access in (MAIN, CELL) and not (n.op == "vecmat" and k == 0):
+                out.add(int(ch.arg))  # type: ignore[call-overload]
+    r = plan.root
+    if r.op == "input" and r.access in (MAIN, CELL) and id(r) not in blockwise:
+        out.add(int(r.arg))  # type: ignore[call-overload]
+    return out
 
 
 # unary operators with f(0) == 0

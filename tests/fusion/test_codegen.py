@@ -9,6 +9,7 @@ shared by the data variants; the disk cache lives in a temporary directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -44,6 +45,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CPlan,
     CPlanBuilder,
+    cell_read_inputs,
 )
 from lafuse.runtime.values import as_matrix_value
 
@@ -286,9 +288,9 @@ def row_plans() -> dict[str, tuple[CPlan, str]]:
     }
 
 
-def row_inputs(kind: str, special_main: bool, special_side: bool, seed: int = 0):
+def row_inputs(kind: str, special_main: bool, special_side: bool, seed: int = 0, shape=None):
     rng = np.random.default_rng(seed)
-    n, m = shape_of(kind)
+    n, m = shape or shape_of(kind)
     X = matrix(rng, kind, (n, m), special_main, kind != "dense")
     Y = matrix(rng, kind if kind != "ultra" else "sparse", (n, m), special_side, kind != "dense" and seed % 2 == 1)
     v, V = rng.normal(size=(m, 1)), rng.normal(size=(m, 2))
@@ -319,22 +321,52 @@ def test_row_reference_equals_unfused_dml(name):
         assert same(evaluate(plan, runtime_formats(ins)), res), (name, kind)
 
 
+@pytest.mark.parametrize("narrow", [False, True], ids=["row-major", "transposed"])
 @pytest.mark.parametrize("name", list(row_plans()))
-def test_row_block_body_equals_the_per_row_body(name):
-    """Dense inputs run the block body (BLAS per block of rows); the same values with the main and
-    CELL inputs as CSR without zeros run the per-row body. Both must agree, NaN/Inf included."""
+def test_row_block_body_equals_the_per_row_body(name, narrow):
+    """Dense inputs run the block body (BLAS per block of rows): the transposed one for a narrow
+    plan while the inputs it reads cell by cell stay narrow (3 columns here; 17 runs the per-row
+    body), the row-major one otherwise; the same values with the main and CELL inputs as CSR without
+    zeros run the per-row body. All must agree, NaN/Inf included."""
     plan, _ = row_plans()[name]
+    plan.narrow = narrow
+    op = compiled(f"row-{name}-{narrow}", plan)
     # every plan here has a block form (one without keeps only the per-row body, tested above)
-    assert "if blk:" in compiled(f"row-{name}", plan).source, name
-    for special in (False, True):
-        ins = row_inputs("dense", special, special, seed=3)
-        per_row = list(ins)
-        for pos in (0, 4, 7):  # X, and the CELL inputs Y and P: CSR with every cell stored
-            d = np.asarray(ins[pos], dtype=np.float64)
-            d = np.where(d == 0.0, 0.5, d)
-            ins[pos], per_row[pos] = d, sps.csr_array(d)
-            assert per_row[pos].nnz == d.size
-        assert same(compiled(f"row-{name}", plan)(ins), compiled(f"row-{name}", plan)(per_row)), name
+    assert "if blk:" in op.source and ("# transposed block" in op.source) == narrow, name
+    for shape in ((700, 3), (23, 17)):
+        for special in (False, True):
+            ins = row_inputs("dense", special, special, seed=3, shape=shape)
+            per_row = list(ins)
+            for pos in (0, 4, 7):  # X, and the CELL inputs Y and P: CSR with every cell stored
+                d = np.asarray(ins[pos], dtype=np.float64)
+                d = np.where(d == 0.0, 0.5, d)
+                ins[pos], per_row[pos] = d, sps.csr_array(d)
+                assert per_row[pos].nnz == d.size
+            got = op(ins)
+            assert same(got, op(per_row)), (name, shape)
+            assert same(got, evaluate(plan, ins)), (name, shape)
+    # a dense main with CSR CELL inputs (structural zeros against NaN/Inf in the other operands):
+    # the transposed body densifies their blocks and keeps the annihilation rule of the per-row body
+    for seed in range(3):
+        ins = row_inputs("dense", True, True, seed=seed, shape=(700, 3))
+        rng = np.random.default_rng(seed)
+        for pos in (4, 7):
+            d = np.asarray(ins[pos], dtype=np.float64) * (rng.random(ins[pos].shape) < 0.3)
+            d[1, :] = math.nan
+            ins[pos] = sps.csr_array(d)
+        ins[0][2:5, :] = np.array([math.nan, math.inf, -math.inf])[:, None]
+        assert same(op(ins), evaluate(plan, ins)), (name, seed)
+
+
+def test_narrow_row_plans_are_the_fused_ones_with_narrow_cell_reads():
+    """A row plan is narrow (transposed block body) when the inputs it reads cell by cell have at
+    most NARROW_ROW_COLS columns; inputs only handed to BLAS (X in X %*% V) may be wide."""
+    plans = row_plans()
+    assert cell_read_inputs(plans["hessian"][0]) == {7}  # P; X only in vecmat and t(X) %*% (...)
+    assert cell_read_inputs(plans["tXXV"][0]) == set()
+    assert cell_read_inputs(plans["rowSumsXY"][0]) == {0, 4}
+    narrow_key = dataclasses.replace(plans["tXXV"][0], narrow=True).canonical_key()[0]
+    assert narrow_key != plans["tXXV"][0].canonical_key()[0]
 
 
 def test_row_sparse_path_is_linear_in_nnz():
