@@ -1,4 +1,4 @@
-"""Row template, block body: a dense main (and dense CELL inputs) processed one block of rows at a time.
+"""Row template, block body: a dense main processed one block of rows at a time.
 
 Why: the per-row body pays a fixed cost per row and vector primitive (short loops of run-time
 length). On tall, narrow inputs (multiLogReg's n x 10 X with n x 2 intermediates) that made the fused
@@ -14,14 +14,17 @@ as the per-row body.
 A second, transposed form stores the same values as L x R (and 1 x R, L x 1) arrays and loops over
 the rows innermost. Why: with vectors of a few elements (multiLogReg's n x 2 intermediates) an inner
 loop of run-time length 2 per row costs more than the arithmetic, while a loop over the block's rows
-vectorizes; measured on the 1e6 x 10 Hessian-vector product: 15.2 ms row-major, 11.4 ms transposed,
-8.8 ms for its two BLAS products alone. It reads MAIN/CELL inputs a column at a time, which walks
-every row of the block per column, so it is generated for plans whose inputs read cell by cell
-were narrow when fused (``CPlan.narrow``), and runs only while they have at most NARROW_ROW_COLS
-columns (a run-time condition; the per-row body serves wider ones). One block form per kernel:
-each adds ~30% to a kernel's compile time. The per-row body stays the spec and the path for CSR inputs (their structural
-zeros), for the sparse mode, and for plans with a node this body has no form for
-(:func:`block_body` returns None).
+vectorizes; measured on the 1e6 x 10 Hessian-vector product as standalone kernels: 15.2 ms row-major,
+11.4 ms transposed, 8.8 ms for its two BLAS products alone. It reads MAIN/CELL inputs a column at a
+time, which walks every row of the block per column, so it is generated for plans whose inputs read
+cell by cell were narrow when fused (``CPlan.narrow``) and runs only while they have at most NARROW_ROW_COLS
+columns (a run-time condition). It also takes CSR CELL inputs, scattered into a dense block per
+block of rows (multiLogReg's one-hot labels). A kernel has one block form: a second one would add
+~30% to its compile time.
+
+The per-row body stays the spec and the path for a CSR main, for CSR CELL inputs of the row-major
+form (their structural zeros), for the sparse mode, for inputs too wide for the transposed form,
+and for plans with a node no block form exists for (:func:`block_body` returns None).
 """
 
 from __future__ import annotations

@@ -42,12 +42,23 @@ def is_cellwise(h: Hop) -> bool:
     if h.kind == "unary":
         return h.op in CELL_UNARY and len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
     if h.kind == "binary":
-        return h.op in CELL_BINARY and len(h.inputs) == 2 and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
-    if h.kind == "nary":
-        return h.op in ("min", "max") and len(h.inputs) == 2 and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
-    if h.kind == "ternary":
-        return h.op == "ifelse" and all(i.dt in (MATRIX, "scalar") for i in h.inputs)
-    return False
+        ok = h.op in CELL_BINARY and len(h.inputs) == 2
+    elif h.kind == "nary":
+        ok = h.op in ("min", "max") and len(h.inputs) == 2
+    elif h.kind == "ternary":
+        ok = h.op == "ifelse"
+    else:
+        return False
+    return ok and all(i.dt in (MATRIX, "scalar") for i in h.inputs) and _broadcasts(h)
+
+
+def _broadcasts(h: Hop) -> bool:
+    """Every pair of matrix operands of known size broadcasts one into the other, as the unfused
+    kernels require (kernels_elementwise._bshape): a column vector against a row vector is an
+    error there, which a fused kernel would silently compute as an outer operation."""
+    dims = [(i.rows, i.cols) for i in h.inputs if i.dt == MATRIX and i.rows >= 0 and i.cols >= 0]
+    return all((rb in (ra, 1) and cb in (ca, 1)) or (ra in (rb, 1) and ca in (cb, 1))
+               for k, (ra, ca) in enumerate(dims) for rb, cb in dims[k + 1:])
 
 
 def agg_of(h: Hop) -> tuple[str, str] | None:
