@@ -232,8 +232,6 @@ class _Body:
                 continue
             if acc == CELL and self.kind != "dense":
                 lines += [f"c{s} = p{s}[i] if f{s} else 0", f"e{s} = p{s}[i + 1] if f{s} else 0"]
-            elif acc == CELL or (acc == MAIN and self.kind == "dense"):
-                lines.append(f"x{s} = a{s}[i]")
         return lines
 
     def cell(self, j: str, sfx: str = "") -> list[str]:
@@ -251,8 +249,8 @@ class _Body:
                 s = c.slot[int(n.arg)]  # type: ignore[call-overload]
                 if n.access == COLVEC:
                     lines.append(f"{v} = a{s}[{j}]")
-                elif self.kind == "dense":
-                    lines.append(f"{v} = x{s}[{j}]")
+                elif self.kind == "dense":  # 2-D indexing: a row view per row and input costs more
+                    lines.append(f"{v} = a{s}[i, {j}]")  # than the cells of a narrow row (n x 1)
                 elif self.kind == "isect":
                     lines.append(f"{v} = d{s}[k]" if n.access == MAIN else f"{v} = d{s}[c{s}]")
                 elif n.access == MAIN and self.kind == "nnz":

@@ -46,6 +46,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     CNode,
     CPlan,
+    cell_read_inputs,
 )
 
 _ROW_AGG_FOLD = {"rowSums": ("0.0", "{a} + {e}"), "dot": ("0.0", "{a} + {e}"),
@@ -55,7 +56,6 @@ _ROW_AGG_FOLD = {"rowSums": ("0.0", "{a} + {e}"), "dot": ("0.0", "{a} + {e}"),
 class _Block:
     def __init__(self, info: RowInfo, ms: int, tr: bool = False) -> None:
         self.info, self.c, self.ms, self.tr = info, info.c, ms, tr
-        self.read_cols: set[int] = set()  # node numbers of MAIN/CELL inputs read element-wise
         e = Emitter(info, ms)  # node numbers and input slots as the per-row body names them
         self.k, self.slot = e.idx, e.slot
         self.rv: dict[int, bool] = {}  # varies by row
@@ -77,7 +77,6 @@ class _Block:
         if n.op == "input":
             s = self.slot(n)
             if n.access in (MAIN, CELL):
-                self.read_cols.add(k)
                 if n.access == CELL and self.tr:
                     return f"C{s}[r, {zq}]"  # the block of rows, densified if CSR (cell_blocks)
                 return f"a{s}[r0 + r, {zq}]"
@@ -245,7 +244,8 @@ def block_body(info: RowInfo, plan: CPlan, ms: int) -> tuple[list[str], str] | N
     tail = bk.consume(plan)
     if tail is None:
         return None
-    widths = [f"L{k} <= {NARROW_ROW_COLS}" for k in sorted(bk.read_cols)] if tr else []
+    read = cell_read_inputs(plan) if tr else set()
+    widths = [f"L{bk.k(n)} <= {NARROW_ROW_COLS}" for n in info.c.order if n.op == "input" and n.arg in read]
     cond = ["mode == 0", "m > 0", *widths]
     for s, acc in sorted(info.c.access.items()):
         if acc == CELL and not tr:
