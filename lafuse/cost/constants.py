@@ -48,6 +48,10 @@ FUSED_ROW_VECOP_TIME = 6.0e-9
 # the same over a dense main, which runs the block body (BLAS per block of rows, gen_row_block.py):
 # measured 30.6 ms for that product (13 primitives and views) over 1e6 rows, 2 threads
 FUSED_ROW_BLOCK_VECOP_TIME = 1.85e-9
+# s per iterated cell and CSR input of a cell or multi-aggregate kernel that iterates all cells (not
+# only the main's non-zeros): the input's row is searched for each cell's column (csr_seek).
+# Measured: colSums(P - Y) over dense P and CSR Y (1e6 x 2, 1/3 dense; multiLogReg) 7.8 ms, 2 threads
+FUSED_CSR_SEEK_TIME = 3.5e-9
 # s, Numba's start-up paid by the first kernel of a process on top of the above: importing Numba and
 # llvmlite before a disk-cache load (measured 0.33-0.47 s for l2svm's and multiLogReg's first loads),
 # and initializing LLVM and compiling the primitives before a cold compile (first cold compile 2.6-3.0 s)

@@ -112,6 +112,10 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
         compute = op_cells / fused_op_rate(prof) + cells * flops / (prof.blas_flops / 4.0)
+        if plan.template != "outer" and not exploit:  # every cell looks up each CSR input
+            csr = {int(n.arg) for n in nodes if n.op == "input" and n.access in (C.MAIN, C.CELL)  # type: ignore[call-overload]
+                   and metas[int(n.arg)].sparse}  # type: ignore[call-overload]
+            compute += cells * len(csr) * K.FUSED_CSR_SEEK_TIME * kernel_slowdown(prof)
     if exploit and main.sparse:
         compute += main.nz / prof.sparse_rate
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0

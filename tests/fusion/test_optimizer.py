@@ -249,3 +249,20 @@ def test_fused_cost_counts_every_operation_of_the_cplan():
     row1 = cost("r = t(X) %*% (X %*% v)\nprint(sum(r))")
     row3 = cost("r = t(X) %*% ((abs(X) * 2 + X) %*% v)\nprint(sum(r))")
     assert row3 > 1.2 * row1
+
+
+def test_fused_cost_prices_the_lookups_of_csr_side_inputs():
+    """A cell kernel that iterates every cell searches each CSR side input's row for every cell's
+    column: colSums(D - S) with S sparse costs more than with S dense, although it reads less
+    (without FUSED_CSR_SEEK_TIME the model fused multiLogReg's colSums(P - Yind) into a loss)."""
+    from lafuse.cost.fused import fused_cost
+    from lafuse.cost.profile import load
+
+    pre = BIG + "D = rand(rows=20000, cols=20000, seed=8)\nE = rand(rows=20000, cols=20000, seed=9)\n"
+    costs = []
+    for side in ("S", "E"):
+        spoofs, _ = fused(f"r = colSums(D - {side})\nprint(as.scalar(r[1, 7]))", "fuse-all", preamble=pre)
+        assert len(spoofs) == 1 and spoofs[0].params["cplan"].template == "cell"
+        h = spoofs[0]
+        costs.append(fused_cost(h.params["cplan"], h.inputs, h, load(), HINTS))
+    assert costs[0] > 2 * costs[1]
