@@ -114,6 +114,12 @@ def cache_stats() -> dict[str, Any]:
     return _CACHE.stats.as_dict()
 
 
+def record_import_time(seconds: float) -> None:
+    """The first import of this package (Numba, llvmlite, the primitives) by the runtime: the
+    part of Numba's start-up that no kernel load measures."""
+    _CACHE.stats.import_time += seconds
+
+
 def clear_memory_cache() -> None:
     _CACHE.clear_memory()
 
@@ -127,4 +133,4 @@ def clear_finite_cache() -> None:
 
 
 __all__ = ["FusedOperator", "compile_plan", "cache_stats", "clear_memory_cache", "is_cached",
-           "invalidate", "clear_finite_cache"]
+           "invalidate", "clear_finite_cache", "record_import_time"]

@@ -65,11 +65,13 @@ class Stats:
     disk_hits: int = 0
     compile_time_cold: float = 0.0
     compile_time_warm: float = 0.0
+    import_time: float = 0.0  # the runtime's first import of the code generator (Numba)
     per_kernel: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"compiled": self.compiled, "mem_hits": self.mem_hits, "disk_hits": self.disk_hits,
                 "compile_time_cold": self.compile_time_cold, "compile_time_warm": self.compile_time_warm,
+                "import_time": self.import_time,
                 "per_kernel": {k: dict(v) for k, v in self.per_kernel.items()}}
 
 

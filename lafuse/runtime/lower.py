@@ -7,6 +7,8 @@ are cleared, so intermediates are freed as soon as nothing needs them.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,8 +120,12 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
             return evaluate(plan, list(args))
 
         return ref
+    started = "lafuse.codegen" in sys.modules
+    t0 = time.perf_counter()
     from lafuse import codegen
 
+    if not started:  # Numba's import, part of its start-up: reported by --stats with the kernel loads
+        codegen.record_import_time(time.perf_counter() - t0)
     op = codegen.compile_plan(plan, threads=threads)
 
     def run(*args: Any) -> Any:
