@@ -258,6 +258,38 @@ def test_magg_several_full_aggregates_in_one_pass():
         check("magg-safe", safe_plan, cell_inputs(kind, False, False, seed=8))
 
 
+
+
+@pytest.mark.parametrize("agg,op", [(NO_AGG, "sum"), (FULL_AGG, "sum"), (FULL_AGG, "sumsq"), (FULL_AGG, "min"),
+                                    (FULL_AGG, "max"), ("magg", "sum")])
+def test_flat_cell_loop_over_inputs_read_cell_by_cell(agg, op):
+    """Plans over MAIN/CELL/SCALAR inputs only run mode 0 as one loop over the block's cells
+    (gen_cell.flat_ok); with row or column vectors they keep the row loop. Tall narrow shapes (the
+    n x 1 and n x 2 vectors it is for), cell counts that are not multiples of the unroll or of the
+    fold interval, empty inputs, NaN/Inf on either side: equal to the reference interpreter."""
+    b = CPlanBuilder()
+    X, Y, s = b.input(0, MAIN), b.input(1, CELL), b.input(4, SCALAR)
+    e = b.op("*", b.op("*", X, Y), b.op("+", Y, s))
+    u = b.op("max", b.op("-", X, b.literal(0.5)), b.op("/", Y, s))
+    if agg == "magg":
+        plan = CPlan("magg", e, FULL_AGG, "sum", ninputs=5, roots=(e, u, e), agg_ops=("sum", "min", "max"))
+    else:
+        plan = CPlan("cell", e if op in ("sum", "sumsq") else u, agg, op, sparse_safe=False, ninputs=5)
+    fop = compiled(f"flat-{agg}-{op}", plan)
+    assert "x0 = a0.reshape(a0.size)" in fop.source and "for t0 in range(ta, tu, 4):" in fop.source or \
+        agg == NO_AGG and "xo[t] = " in fop.source
+    rng = np.random.default_rng(11)
+    for shape in ((5001, 1), (2501, 2), (23, 17), (1, 1), (0, 7)):
+        for special in (False, True):
+            Xd, Yd = rng.normal(size=shape), rng.normal(size=shape)
+            if special and Xd.size > 3:
+                Xd.flat[[1, Xd.size // 2]] = (math.nan, math.inf)
+                Yd.flat[[2, Yd.size - 1]] = (-math.inf, math.nan)
+            ins = [Xd, Yd, np.zeros((shape[0], 1)), np.zeros((1, shape[1])), 0.75]
+            got = fop(ins)
+            assert same(got, evaluate(plan, ins)), (agg, op, shape, special)
+    vec_plan = cell_plan("safe", FULL_AGG, "sum")  # reads a row and a column vector: the row loop
+    assert "reshape" not in compiled("safe-full_agg-sum-rows", vec_plan).source
 # -------------------------------------------------------------------------------------- row
 
 def row_plans() -> dict[str, tuple[CPlan, str]]:
