@@ -72,10 +72,10 @@ def _nvargs(items: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
+    if ns.cmd in ("run", "calibrate"):  # calibrate measures the heap that runs use
+        tune_malloc()
     if ns.cmd == "calibrate":
         return _calibrate(ns)
-    if ns.cmd == "run":
-        tune_malloc()
     cfg = cfgmod.Config()
     try:
         if ns.config:
@@ -241,6 +241,8 @@ def _spawn_deferred(cfg: Any) -> None:
 _PROFILE_UNITS = {
     "mem_read_bw": "bytes/s",
     "mem_write_bw": "bytes/s",
+    "cache_bw": "bytes/s",
+    "cache_bytes": "bytes",
     "blas_flops": "FLOP/s",
     "elementwise_rate": "cells/s",
     "transcendental_rate": "cells/s",

@@ -6,13 +6,16 @@ run slower. What each field counts, exactly:
 
 * ``mem_read_bw`` [bytes/s]: ``x.sum()`` (``np.add.reduce``) over a 64 MiB float64 array, i.e. the
   array's bytes over the time; single-threaded NumPy, like lafuse's element-wise kernels.
-* ``mem_write_bw`` [bytes/s]: the *write-only* rate of producing a fresh large result, as the cost
-  model uses it (``read_bytes / mem_read_bw + write_bytes / mem_write_bw``, see
-  :func:`lafuse.cost.operators._roofline`). We time ``np.multiply(x, 2.0)`` on the 64 MiB array
-  (fresh output: allocation, page faults and the streaming write, as lafuse's kernels do), take
-  away the time the read of ``x`` needs at ``mem_read_bw``, and divide the output's bytes by the
-  rest. So the model reproduces a streaming unary operation exactly. The write share is clamped
-  to at least a quarter of the measured time, so a noisy read rate cannot make it absurd.
+* ``mem_write_bw`` [bytes/s]: the *write-only* rate of a large result, as the cost model uses it
+  (``read_bytes / mem_read_bw + write_bytes / mem_write_bw`` beyond the cache, see
+  :func:`lafuse.cost.operators.mem_times`). We time ``np.multiply(x, 2.0, out=z)`` on the 64 MiB
+  array into a touched 64 MiB output (``lafuse run`` keeps freed memory for reuse, and the growth of
+  the process is priced by ``first_touch_bw``), take away the time the read of ``x`` needs at
+  ``mem_read_bw``, and divide the output's bytes by the rest. The write share is clamped to at least
+  a quarter of the measured time, so a noisy read rate cannot make it absurd.
+* ``cache_bw`` [bytes/s]: read plus written bytes of ``np.multiply(a, b)`` (fresh result) over
+  operands and result that fill half of the last-level cache, repeated, so they stay in it.
+* ``cache_bytes`` [bytes]: the last-level cache of CPU 0 as Linux's sysfs reports it.
 * ``blas_flops`` [FLOP/s]: ``2 n^3`` over the time of ``A @ B`` for dense ``n x n`` float64
   (n = 1500, 1000 when quick), with as many BLAS threads as the library uses by default.
 * ``elementwise_rate`` [cells/s]: ``np.add(x, y, out=z)`` on 1e5-cell arrays (2.4 MB in all, cache
@@ -93,15 +96,41 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
-def _memory(quick: bool) -> tuple[float, float]:
+def cache_size() -> float:
+    """Bytes of the last-level cache, as Linux's sysfs reports it for CPU 0 (in a VM: the guest's
+    share; ``getconf`` may report the host's whole cache), else the default."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    best = (0, 0.0)
+    try:
+        for d in sorted(os.listdir(base)):
+            if not d.startswith("index"):
+                continue
+            with open(os.path.join(base, d, "level")) as f:
+                level = int(f.read().strip())
+            with open(os.path.join(base, d, "size")) as f:
+                size = f.read().strip().upper()
+            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+            nbytes = float(size.rstrip("KMG")) * mult
+            best = max(best, (level, nbytes))
+    except (OSError, ValueError):
+        pass
+    return best[1] if best[1] > 0 else float(K.DEFAULT_CACHE_BYTES)
+
+
+def _memory(quick: bool) -> tuple[float, float, float, float]:
     x = np.random.default_rng(0).random(_MEM_CELLS)
+    z = np.zeros_like(x)  # touched: the write rate excludes page faults (first_touch_bw prices them)
     nbytes = float(x.nbytes)
     reps = 3 if quick else 10
     t_read = _best(x.sum, reps)
     read_bw = nbytes / t_read
-    t_rw = _best(lambda: np.multiply(x, 2.0), reps)
+    t_rw = _best(lambda: np.multiply(x, 2.0, out=z), reps)
     t_write = max(t_rw - nbytes / read_bw, 0.25 * t_rw)
-    return read_bw, nbytes / t_write
+    llc = cache_size()
+    n = max(int(llc / 2 / 3 / 8), 1024)  # x * y over operands and result filling half the cache
+    a, b = x[:n].copy(), x[n:2 * n].copy()
+    t_cache = _best(lambda: np.multiply(a, b), reps * 3, 10)
+    return read_bw, nbytes / t_write, 3.0 * n * 8 / t_cache, llc
 
 
 def _blas(quick: bool) -> float:
@@ -240,7 +269,7 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
 
     r: dict[str, Any] = {}
     step(steps[0])
-    r["mem_read_bw"], r["mem_write_bw"] = _memory(quick)
+    r["mem_read_bw"], r["mem_write_bw"], r["cache_bw"], r["cache_bytes"] = _memory(quick)
     step(steps[1])
     r["blas_flops"] = _blas(quick)
     step(steps[2])

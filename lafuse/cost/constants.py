@@ -10,7 +10,10 @@ from __future__ import annotations
 
 # ---- default hardware rates (overridden by a calibrated profile)
 DEFAULT_MEM_READ_BW = 6.0e9  # bytes/s, streaming read of a large float64 array
-DEFAULT_MEM_WRITE_BW = 3.0e9  # bytes/s, streaming write (allocation + fill)
+DEFAULT_MEM_WRITE_BW = 3.0e9  # bytes/s, streaming write into reused memory (first touch: FIRST_TOUCH_BW)
+DEFAULT_CACHE_BW = 1.2e10  # bytes/s, read + written by an element-wise op whose operands fit the cache
+DEFAULT_CACHE_BYTES = 8 * 2**20  # bytes, the last-level cache (calibrate reads the machine's)
+CACHE_SHARE = 0.5  # of the last-level cache an operator's operands can count on (others' live data)
 DEFAULT_BLAS_FLOPS = 2.0e10  # FLOP/s, dense matrix multiply through BLAS (all threads)
 DEFAULT_ELEMENTWISE_RATE = 5.0e8  # cells/s, simple binary op (x + y) on cache-resident data
 DEFAULT_TRANSCENDENTAL_RATE = 1.0e8  # cells/s, exp/log/tanh
@@ -68,6 +71,13 @@ WEIGHT_DIVIDE = 2.0  # /, %%, %/%
 WEIGHT_POW = 8.0  # ^ with a non-integer exponent
 WEIGHT_SQRT = 2.0
 WEIGHT_TRIG = 6.0  # sin/cos/tan/... per cell, relative to the exp/log transcendental rate
+# s per row of NumPy's broadcast of a column (row) vector over a dense matrix of fewer than SHORT_ROW_COLS
+# columns, on top of the cells at the element-wise rate: the inner loop restarts per row. Measured
+# A - x over 2.5e6 cells (1.07 ms at the element-wise rate): 3.1, 2.6, 2.3 ms at 5, 10, 20 columns,
+# i.e. 4-10 ns per row; A - r with a row vector r: 4.7, 3.4 ms at 5, 10 columns, 7-9 ns per row
+SHORT_ROW_COLS = 64
+BROADCAST_COL_ROW_TIME = 6.0e-9
+BROADCAST_ROW_ROW_TIME = 8.0e-9
 SCALAR_DIVIDE_OVERHEAD = 8.0e-7  # s, a scalar '/' (Java division semantics: 0-divisor checks) beyond dispatch
 
 WEIGHT_SPARSE_RAND = 10.0  # a sparse rand() non-zero costs this many dense rand cells (geometric skips,

@@ -11,7 +11,7 @@ unfused and the fused side of every decision come from the same rates.
 from __future__ import annotations
 
 from lafuse.cost import constants as K
-from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, meta
+from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
 from lafuse.hops.hop import Hop
@@ -101,7 +101,7 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         # on multiLogReg's products over X 1e6 x 10 and n x 2 nodes (2 threads): colSums of T (1
         # product, 5 nodes) 8.7 ms, model 9.5; t(X) %*% T (2 products) 12.1 ms, model 13.0; T * 2
         # written out (1 product, 6 nodes) 10.3 ms, model 12.2
-        compute = dots * main.bytes / prof.mem_read_bw + op_cells / fused_op_rate(prof) + \
+        compute = dots * mem_times(prof, main.bytes, 0.0)[0] + op_cells / fused_op_rate(prof) + \
             row_cells / prof.elementwise_rate
     elif plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row
@@ -119,7 +119,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     if exploit and main.sparse:
         compute += main.nz / prof.sparse_rate
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
-    return prof.matrix_op_overhead + write / prof.mem_write_bw + max(read / prof.mem_read_bw, compute)
+    t_read, t_write = mem_times(prof, read, write)
+    return prof.matrix_op_overhead + t_write + max(t_read, compute)
 
 
 def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[int, float]:

@@ -21,6 +21,8 @@ from lafuse.cost import constants as K
 class HardwareProfile:
     mem_read_bw: float = K.DEFAULT_MEM_READ_BW  # bytes/s
     mem_write_bw: float = K.DEFAULT_MEM_WRITE_BW  # bytes/s
+    cache_bw: float = K.DEFAULT_CACHE_BW  # bytes/s, read + written, working set in the last-level cache
+    cache_bytes: float = K.DEFAULT_CACHE_BYTES  # bytes, the last-level cache
     blas_flops: float = K.DEFAULT_BLAS_FLOPS  # FLOP/s
     elementwise_rate: float = K.DEFAULT_ELEMENTWISE_RATE  # cells/s
     transcendental_rate: float = K.DEFAULT_TRANSCENDENTAL_RATE  # cells/s

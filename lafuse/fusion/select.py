@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
 from lafuse.cost.fused import basic_cost, fused_cost, fused_op_rate, fused_weight
-from lafuse.cost.operators import meta
+from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
 from lafuse.fusion.memo import MemoTable
@@ -196,15 +196,17 @@ class CostBased(Selector):
         roots = [memo.hops[h] for h in part if any(c.id not in part for c in memo.consumers.get(h, []))
                  or memo.hops[h] in ctx.roots or not memo.consumers.get(h)]
         mins = [meta(i, hints) for i in inputs.values() if i.dt == "matrix"]
-        read = sum(m.bytes for m in mins) / prof.mem_read_bw
-        write = sum(meta(r, hints).bytes for r in roots if r.dt == "matrix") / prof.mem_write_bw
+        # any operator touching b bytes has a working set of at least b, so the cache holds at most
+        # its share of b: reading or writing the b bytes alone (mem_times) is a lower bound
+        read = sum(mem_times(prof, m.bytes, 0.0)[0] for m in mins)
+        write = sum(mem_times(prof, 0.0, meta(r, hints).bytes)[1] for r in roots if r.dt == "matrix")
         density = min([min(1.0, m.nz / m.cells) for m in mins if m.cells > 0] + [1.0])
         # each operation at least once, at the cheaper of its fused and its basic price
         compute = sum(min(meta(memo.hops[h], hints).cells * density * fused_weight(memo.hops[h].op)
                           / fused_op_rate(prof), self._basic(ctx, h)) for h in part)
         mp = {g: meta(memo.hops[g], hints).bytes for _, g in pts}
-        return Bound(write, read, compute, {g: b / prof.mem_write_bw for g, b in mp.items()},
-                     {g: b / prof.mem_read_bw for g, b in mp.items()})
+        return Bound(write, read, compute, {g: mem_times(prof, 0.0, b)[1] for g, b in mp.items()},
+                     {g: mem_times(prof, b, 0.0)[0] for g, b in mp.items()})
 
     def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
                    lb: Bound) -> Cuts:

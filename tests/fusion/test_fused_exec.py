@@ -7,7 +7,8 @@ the operators it replaces did not (heavy hitters), so a test cannot pass by not 
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
 from unittest import mock
 
 import numpy as np
@@ -21,6 +22,7 @@ from lafuse.compiler import Compiler
 from lafuse.errors import DMLRuntimeError, DMLValidationError
 from lafuse.runtime import values
 from lafuse.runtime.interp import Interpreter
+from lafuse.runtime.local import kernels_common, kernels_elementwise
 from lafuse.runtime.values import as_matrix_value
 from lafuse.stats import Stats
 
@@ -125,6 +127,16 @@ def inputs_for(kind: str, special: str, rng: np.random.Generator) -> dict:
     return out
 
 
+@contextmanager
+def _all_dense() -> Iterator[None]:
+    """No value is stored sparse: every module that bound values.MIN_SPARSE_CELLS by name (patching
+    only ``values`` left the kernels' own binding, so the outcome depended on import order)."""
+    with ExitStack() as stack:
+        for mod in (values, kernels_common, kernels_elementwise):
+            stack.enter_context(mock.patch.object(mod, "MIN_SPARSE_CELLS", 1 << 62))
+        yield
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name,text,fused_op,replaced,special", CASES, ids=[c[0] for c in CASES])
 def test_fused_equals_unfused(name, text, fused_op, replaced, special, kind):
@@ -197,7 +209,7 @@ def test_random_dags_fused_equal_unfused(expr, agg, kind, special, seed):
     # over dense inputs the unfused intermediates stay dense too: one that happens to be mostly zero
     # (X > X) would otherwise be stored sparse, and a structural zero annihilates NaN/Inf in a product
     # (SystemDS's sparse-safe rule) where the fused kernel, which never stores it, computes NaN * 0
-    keep_dense = mock.patch.object(values, "MIN_SPARSE_CELLS", 1 << 62) if kind == "dense" else nullcontext()
+    keep_dense = _all_dense() if kind == "dense" else nullcontext()
     try:
         with keep_dense:
             base, _ = run(text, ins, codegen=False)
