@@ -23,8 +23,9 @@ from typing import Any
 from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.hop import MATRIX, Hop
-from lafuse.hops.sizes import SPARSITY_TURN_POINT, slot_arg
-from lafuse.runtime.local.kernels_common import MIN_SPARSE_CELLS, NARROW_COLS, NARROW_MIN_ROWS
+from lafuse.hops.sizes import slot_arg
+from lafuse.runtime.local.kernels_common import NARROW_COLS, NARROW_MIN_ROWS
+from lafuse.runtime.values import sparse_format
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,9 @@ class Meta:
 
     @property
     def sparse(self) -> bool:
-        """The runtime's format choice (values.choose_format): CSR below the sparsity turn point,
-        except for tiny matrices, which stay dense."""
-        return self.matrix and self.nnz >= 0 and self.cells >= MIN_SPARSE_CELLS and \
-            self.nnz < SPARSITY_TURN_POINT * self.cells
+        """The runtime's format choice (values.sparse_format): CSR below the sparsity turn point,
+        except for tiny matrices and column vectors, which stay dense."""
+        return self.matrix and sparse_format(self.rows, self.cols, self.nnz)
 
     @property
     def nz(self) -> float:
@@ -271,6 +271,13 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             vec = K.BROADCAST_COL_ROW_TIME if any(m.cols == 1 for m in mats) else K.BROADCAST_ROW_ROW_TIME
             # (on top of the memory time: NumPy's inner loop restarts per row, the hardware does not overlap it)
             per_row = out.rows * vec * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
+        csr = [m for m in mats if m.sparse]
+        if len(mats) == 2 and len(csr) == 1 and (opcode in ("*", "&") or out.sparse):
+            # a CSR operand against a dense one (same shape or a vector; kernels_elementwise
+            # _sparse_matrix): the row of every non-zero, a gather of the dense side there, the
+            # result's zeros dropped
+            op_time = max(op_time, (csr[0].rows * K.CSR_DENSE_ROW_TIME + csr[0].nz * K.CSR_DENSE_NZ_TIME)
+                          * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0))
         if len(mats) == 2 and all(m.sparse for m in mats) and mats[0].rows == mats[1].rows \
                 and mats[0].cols == mats[1].cols:
             # SciPy's CSR-CSR binary ops merge sorted indices in two passes and allocate the result

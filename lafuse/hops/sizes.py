@@ -297,7 +297,7 @@ def output_bytes(rows: int, cols: int, nnz: int) -> float:
         return -1.0
     cells = rows * cols
     dense = DENSE_CELL_BYTES * cells
-    if nnz >= 0 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:
+    if nnz >= 0 and cols > 1 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:  # (values.sparse_format)
         return min(dense, SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1))
     return dense
 

@@ -28,6 +28,14 @@ DENSE_SAMPLE_DENSITY = 0.6  # sample density that keeps a block dense (well abov
 Matrix = Any  # np.ndarray | sp.csr_array
 
 
+def sparse_format(rows: int, cols: int, nnz: int) -> bool:
+    """The in-memory format rule (SystemDS MatrixBlock.evalSparseFormatInMemory): CSR below the
+    sparsity turn point, except tiny matrices and column vectors (one column), which stay dense;
+    a structural zero of a CSR operand annihilates NaN/Inf in ``*``, so the rule is semantics."""
+    cells = rows * cols
+    return cols > 1 and cells >= MIN_SPARSE_CELLS and 0 <= nnz < SPARSITY_TURN_POINT * cells
+
+
 def is_matrix(v: object) -> bool:
     return isinstance(v, np.ndarray) or sp.issparse(v)
 
@@ -66,15 +74,14 @@ def choose_format(m: Matrix) -> Matrix:
     """Pick dense or CSR by exact sparsity, like SystemDS's examSparsity()."""
     rows, cols = m.shape
     cells = rows * cols
-    if cells < MIN_SPARSE_CELLS:
+    if cells < MIN_SPARSE_CELLS or cols == 1:
         return to_dense(m)
     if isinstance(m, np.ndarray) and rows >= 64 and cells >= SAMPLE_CELLS:
         # a strided sample of rows (1 in 16) that is clearly dense settles it without a full pass
         sample = m[::16]
         if np.count_nonzero(sample) >= DENSE_SAMPLE_DENSITY * sample.size:
             return m
-    z = nnz(m)
-    if z < SPARSITY_TURN_POINT * cells:
+    if cols > 1 and sparse_format(rows, cols, nnz(m)):
         return to_csr(m)
     return to_dense(m)
 

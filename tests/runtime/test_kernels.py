@@ -269,6 +269,28 @@ def test_sparse_multiply_ignores_nan_in_dense_operand_like_systemds():
     assert D(r)[0, 0] == 0.0 and np.isnan(D(r)[0, 1])
 
 
+
+def test_column_vectors_stay_dense_like_systemds():
+    """SystemDS keeps a one-column matrix dense in memory whatever its sparsity
+    (MatrixBlock.evalSparseFormatInMemory), so a zero of a mostly-zero column vector does not
+    annihilate NaN in a product; a mostly-zero matrix of two columns is CSR and does."""
+    from lafuse.runtime.values import as_matrix_value, choose_format, sparse_format
+
+    assert not sparse_format(100_000, 1, 0) and sparse_format(50_000, 2, 0)
+    v = np.zeros((5000, 1))
+    v[3, 0] = 1.0
+    assert not sp.issparse(choose_format(sp.csr_array(v))) and not sp.issparse(as_matrix_value(v))
+    assert sp.issparse(choose_format(np.zeros((2500, 2))))
+    x = np.random.default_rng(0).uniform(-1, 1, (5000, 1))
+    x[7, 0] = NAN
+    for op in (">", "=="):  # a comparison result of almost only zeros
+        z = K[op](x, 2.0)
+        assert not sp.issparse(z)
+        assert np.isnan(D(K["*"](x, z))[7, 0])
+    X2 = np.repeat(x, 2, axis=1)
+    z2 = K[">"](X2, 2.0)
+    assert sp.issparse(z2) and D(K["*"](X2, z2))[7, 0] == 0.0
+
 def test_sparse_input_with_explicit_zeros_is_not_mutated():
     data = np.array([1.0, 0.0, 2.0])
     S = sp.csr_array((data, np.array([0, 1, 2]), np.array([0, 2, 3])), shape=(2, 3))

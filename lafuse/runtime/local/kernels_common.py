@@ -14,7 +14,7 @@ import numpy as np
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import MIN_SPARSE_CELLS, SPARSITY_TURN_POINT, Frame, ListValue
+from lafuse.runtime.values import MIN_SPARSE_CELLS, Frame, ListValue, sparse_format
 
 F64 = np.float64
 LONG_MAX = 2**63 - 1
@@ -228,20 +228,18 @@ def fmt_owned(m: Any) -> Any:
         if not isinstance(m, sp.csr_array):
             m = sp.csr_array(m, dtype=F64)
         m.eliminate_zeros()
-        if cells < MIN_SPARSE_CELLS or m.nnz >= SPARSITY_TURN_POINT * cells:
+        if not sparse_format(rows, cols, m.nnz):
             return m.toarray()
         return m
-    if cells < MIN_SPARSE_CELLS:
+    if cells < MIN_SPARSE_CELLS or cols == 1:
         return m
-    z = int(np.count_nonzero(m))
-    if z < SPARSITY_TURN_POINT * cells:
+    if sparse_format(rows, cols, int(np.count_nonzero(m))):
         return sp.csr_array(m)
     return m
 
 
 def sparse_result_ok(rows: int, cols: int, nnz: int) -> bool:
-    cells = rows * cols
-    return cells >= MIN_SPARSE_CELLS and nnz < SPARSITY_TURN_POINT * cells
+    return sparse_format(rows, cols, nnz)
 
 
 def shape_str(m: Any) -> str:

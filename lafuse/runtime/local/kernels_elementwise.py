@@ -50,7 +50,7 @@ from lafuse.runtime.local.kernels_common import (
     type_name,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import MIN_SPARSE_CELLS, SPARSITY_TURN_POINT
+from lafuse.runtime.values import MIN_SPARSE_CELLS, sparse_format
 
 ndarray = np.ndarray
 
@@ -289,9 +289,9 @@ def _from_bool(b: np.ndarray) -> Any:
     if b.ndim != 2:
         b = np.broadcast_to(b, (1, 1)) if b.ndim == 0 else b.reshape(1, -1)
     m, n = b.shape
-    if m * n >= MIN_SPARSE_CELLS:
+    if m * n >= MIN_SPARSE_CELLS and n > 1:
         z = int(np.count_nonzero(b))
-        if z < SPARSITY_TURN_POINT * m * n:
+        if sparse_format(m, n, z):
             rr, cc = np.nonzero(b)
             indptr = np.zeros(m + 1, dtype=np.int64)
             np.cumsum(np.bincount(rr, minlength=m), out=indptr[1:])
