@@ -190,6 +190,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
         _spawn_deferred(cfg)
+        _save_observed(cfg)
     return 0
 
 
@@ -221,6 +222,16 @@ def tune_malloc() -> bool:
     ok &= mallopt(_M_TRIM_THRESHOLD, MALLOC_KEEP_BYTES) == 1
     ok &= mallopt(_M_TOP_PAD, 64 << 20) == 1
     return bool(ok)
+
+
+def _save_observed(cfg: Any) -> None:
+    """Record how often each fusion candidate's block ran (fusion.observed), for later runs."""
+    fusion = sys.modules.get("lafuse.fusion")
+    if cfg.codegen and cfg.fusion_observed and fusion is not None:
+        try:
+            fusion.observed.save()
+        except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
+            print(f"lafuse: warning: observed block executions not saved: {e}", file=sys.stderr)
 
 
 def _spawn_deferred(cfg: Any) -> None:

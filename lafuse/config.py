@@ -31,6 +31,8 @@ class Config:
     # `lafuse run` compiles kernels that would pay off from the disk cache but not cold in a
     # background process after the script (codegen.deferred); env LAFUSE_CODEGEN_DEFER=0 turns it off
     codegen_defer: bool = field(default_factory=lambda: os.environ.get("LAFUSE_CODEGEN_DEFER", "1") != "0")
+    # weigh fusion candidates by the block executions earlier runs observed, and record them (fusion.observed)
+    fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
     scheduler: str | None = None
     # builtin script search path (inventory 0): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()

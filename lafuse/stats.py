@@ -95,7 +95,9 @@ class Stats:
                f"{s.pruned_structural} skipped by structure; {f.unfused_by_compile_cost} operators left "
                f"unfused because compilation would not pay off"
                + (f" ({f.deferred} kernels that would pay from the disk cache: compiled in the background "
-                  f"after the run)" if f.deferred else "")]
+                  f"after the run)" if f.deferred else "")
+               + (f"; {f.observed} decisions weighed by the block executions an earlier run observed"
+                  if f.observed else "")]
         import sys
 
         codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded

@@ -10,6 +10,8 @@ os.environ.setdefault("LAFUSE_VALIDATE", "1")
 # no background compiles from the CLI runs of the test suite (tests/fusion/test_deferred.py turns
 # them on where it tests them)
 os.environ.setdefault("LAFUSE_CODEGEN_DEFER", "0")
+# nor feedback from earlier runs' block executions (fusion.observed; tests/fusion/test_deferred.py)
+os.environ.setdefault("LAFUSE_FUSION_OBSERVED", "0")
 
 from hypothesis import settings  # noqa: E402
 

@@ -90,6 +90,13 @@ WEIGHT_SPARSE_BINARY = 6.0
 # (NumPy/SciPy, 1 thread): 1e6 x 1 at 20% 8.4 ms, at 5% 6.8 ms; 1e5 x 10 at 20% 2.9 ms; 2e4 x 50 1.6 ms
 CSR_DENSE_ROW_TIME = 6.3e-9
 CSR_DENSE_NZ_TIME = 1.05e-8
+# s per row of the tall operand of a dense product with a narrow result (at most SKINNY_MM_COLS rows
+# or columns), where OpenBLAS pays per row more than the memory traffic: measured over X 1e6 x 10
+# (80 MB): X %*% V 5.4-6.9 ms for V with 1-3 columns, t(X) %*% G 10.4-14.4 ms; over X 1e5 x 100 the
+# memory traffic dominates (2.9 and 4.5 ms)
+SKINNY_MM_COLS = 16
+SKINNY_MM_ROW_TIME = 5.5e-9
+SKINNY_TMM_ROW_TIME = 1.1e-8
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)

@@ -242,6 +242,12 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         flops, blas = _matmult_flops(mats[0], mats[1])
         if blas:
             op_time = flops / prof.blas_flops
+            if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
+                tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
+                transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
+                    out.rows <= K.SKINNY_MM_COLS and mats[0].cols > mats[0].rows
+                row = K.SKINNY_TMM_ROW_TIME if transposed else K.SKINNY_MM_ROW_TIME
+                op_time = max(op_time, tall * row * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0))
         else:  # traversal of the non-zeros, or the multiply-adds at element-wise speed, whichever dominates
             nz = sum(m.nz for m in mats if m.sparse)
             op_time = max(nz / prof.sparse_rate, flops / (2.0 * prof.elementwise_rate))

@@ -16,6 +16,7 @@ from typing import Any
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
+from lafuse.fusion import observed
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, SelectStats
@@ -36,6 +37,7 @@ class FusionStats:
     memo_pruned: int = 0
     unfused_by_compile_cost: int = 0
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
+    observed: int = 0  # decisions weighed by the executions an earlier run observed (fusion.observed)
 
 
 # canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
@@ -81,9 +83,11 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     heuristic = cfg.fusion != "cost"
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
     ops = combine_multi_aggregates(plan.fused)
+    keys: set[str] = set()
     if not heuristic:
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, prof, weight, hints, st, getattr(cfg, "codegen_defer", False))
+            extra = _not_worth_compiling(ops, prof, weight, hints, st, getattr(cfg, "codegen_defer", False),
+                                         keys if getattr(cfg, "fusion_observed", False) else None)
             if not extra:
                 break
             st.unfused_by_compile_cost += len({hid for hid, _ in extra})
@@ -93,6 +97,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     st.fused_ops += len(ops)
     st.cplans += len(ops)
     _rewrite(new, ops)
+    new.candidates = tuple(sorted(keys))  # type: ignore[attr-defined]  # (observed.note)
     st.time += time.perf_counter() - t0
     return new, memo
 
@@ -149,22 +154,28 @@ _DISK_KEYS: dict[str, set[str]] = {}
 
 def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: float,
                          hints: dict[str, float] | None, st: FusionStats,
-                         defer: bool = False) -> frozenset[tuple[int, int]]:
+                         defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
-    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). With
-    ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
+    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). The runs
+    of the block are the executions an earlier run observed (fusion.observed), else ``weight``; only
+    with ``keys`` (config ``fusion_observed``), which collects the keys of all operators considered.
+    With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
     started = _numba_started()
     for op in ops:
         assert op.plan is not None
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
-        saving = (sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)) * weight
+        key = op.plan.canonical_key()[0]
+        runs = observed.weight(key, weight) if keys is not None else weight
+        st.observed += runs != weight
+        if keys is not None:
+            keys.add(key)
+        saving = (sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)) * runs
         cached = _kernel_cached(op.plan)
         if saving < compile_penalty(cached, prof, started):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
             if defer and not cached and saving >= compile_penalty(True, prof, started):
-                key = op.plan.canonical_key()[0]
                 st.deferred += key not in DEFERRED
                 DEFERRED.setdefault(key, op.plan)
     return frozenset(out)

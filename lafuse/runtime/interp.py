@@ -19,7 +19,7 @@ from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.runtime import recompile
-from lafuse.runtime.lower import Plan, bind_args
+from lafuse.runtime.lower import EXECUTED, Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 from lafuse.stats import Stats
 
@@ -136,6 +136,8 @@ class Interpreter:
 
     # ------------------------------------------------------------ instructions
     def exec_plan(self, plan: Plan, st: dict[str, Any], keep_result: bool = False) -> Any:
+        for k in plan.candidates:
+            EXECUTED[k] = EXECUTED.get(k, 0) + 1
         regs: list[Any] = [None] * plan.nregs
         for r, v in plan.constants.items():
             regs[r] = v

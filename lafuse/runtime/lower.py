@@ -42,6 +42,11 @@ class Instruction:
         return f"CP {self.opcode}{extra} {ins} -> _r{self.out} {size}"
 
 
+# executions per fusion candidate (canonical plan hash) of the plans run in this process: the
+# profile feedback fusion.observed saves after a run
+EXECUTED: dict[str, int] = {}
+
+
 @dataclass
 class Plan:
     instructions: list[Instruction]
@@ -49,6 +54,7 @@ class Plan:
     constants: dict[int, Any]
     writes: list[tuple[str, int]]  # (variable, register) committed after the block
     result: int = -1  # register of the single root of a predicate DAG
+    candidates: tuple[str, ...] = ()  # canonical hashes of the fusion candidates of its DAG
 
 
 def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:

@@ -4,6 +4,7 @@ background, and is fused (loaded, not compiled) by the next run."""
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -136,3 +137,55 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
     cli._spawn_deferred(cfgmod.Config(codegen=True, codegen_defer=True))
     assert f"background compile of {n} kernel(s) not started" in capsys.readouterr().err
     assert not fusion.DEFERRED
+
+
+def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch):
+    """fusion.observed: a run records how often each candidate's block ran; a later run weighs the
+    candidate by that count instead of the compiler's guess (here the for loop's 20 runs, which pay
+    for a load from the disk cache; observed once, they do not; observed 10000 times, they pay
+    even a cold compile)."""
+    from lafuse.fusion import observed
+    from lafuse.runtime.lower import EXECUTED
+
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
+    fusion.DEFERRED.clear()
+    st = fusion.FusionStats()
+    spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
+    assert spoofs == [] and st.deferred == 1 and st.observed == 0
+    key = next(iter(fusion.DEFERRED))
+    fusion.DEFERRED.clear()
+    # this process ran the candidate's block 20 times: saved, and read back by the next decision
+    monkeypatch.setitem(EXECUTED, key, 1)
+    assert observed.save() >= 1 and observed.load()[key] == 1.0
+    assert json.loads((tmp_path / "cache" / observed.FILE).read_text())[key] == 1.0
+    st = fusion.FusionStats()
+    spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
+    assert spoofs == [] and st.deferred == 0 and st.observed == 1  # not even worth a background compile
+    monkeypatch.setitem(observed.load(), key, 10000.0)
+    spoofs, _ = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True, fusion_observed=True)
+    assert [s.op for s in spoofs] == ["spoofCell"]  # pays for a cold compile
+    # off (the default of the test suite): the guess, whatever was observed
+    st = fusion.FusionStats()
+    spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=False)
+    assert spoofs == [] and st.deferred == 1 and st.observed == 0
+    fusion.DEFERRED.clear()
+
+
+def test_cli_records_observed_block_executions(tmp_path):
+    """(A candidate whose partition cannot pay even a load at the guessed count is pruned before it
+    has a plan, so it has no key to record: the inputs here are large enough to get one.)"""
+    script = tmp_path / "loop.dml"
+    script.write_text("X = rand(rows=3000, cols=1000, seed=1)\ns = 0\ni = 0\n"
+                      "while (i < 7) {\n  s = s + sum(X * X * (X + i))\n  i = i + 1\n}\nprint(s)\n")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(cache), "LAFUSE_PROFILE": str(PROFILE),
+           "LAFUSE_FUSION_OBSERVED": "1"}
+    subprocess.run([sys.executable, "-m", "lafuse", "run", str(script)], env=env, capture_output=True, text=True,
+                   check=True)
+    counts = json.loads((cache / "observed.json").read_text())
+    assert 7.0 in counts.values()  # the loop body's candidate ran 7 times
+    env["LAFUSE_FUSION_OBSERVED"] = "0"
+    (cache / "observed.json").unlink()
+    subprocess.run([sys.executable, "-m", "lafuse", "run", str(script)], env=env, capture_output=True, text=True,
+                   check=True)
+    assert not (cache / "observed.json").exists()
