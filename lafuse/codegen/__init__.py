@@ -104,10 +104,19 @@ def is_cached(plan: CPlan) -> bool:
     key = plan.canonical_key()[0]
     if _CACHE.lookup(key) is not None:
         return True
-    try:
-        return _CACHE.on_disk(key, generate(plan, key))
-    except ValueError:
-        return False
+    source = _PROBED.get(key)
+    if source is None:  # generating the source costs ~7 ms; the optimizer probes at every recompile
+        try:
+            source = generate(plan, key)
+        except ValueError:
+            return False
+        if len(_PROBED) >= 1024:
+            _PROBED.clear()
+        _PROBED[key] = source
+    return _CACHE.on_disk(key, source)
+
+
+_PROBED: dict[str, str] = {}  # canonical hash -> generated source of the plans is_cached probed
 
 
 def cache_stats() -> dict[str, Any]:
