@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
@@ -38,6 +39,7 @@ class FusionStats:
     unfused_by_compile_cost: int = 0
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
     observed: int = 0  # decisions weighed by the executions an earlier run observed (fusion.observed)
+    start_shared: int = 0  # of those, Numba's start shared by the script's kernels (fusion.observed)
 
 
 # canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
@@ -171,9 +173,15 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         st.observed += runs != weight
         if keys is not None:
             keys.add(key)
-        saving = (sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)) * runs
+        per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
+        saving = per_run * runs
         cached = _kernel_cached(op.plan)
-        if saving < compile_penalty(cached, prof, started):
+        shared = False
+        if keys is not None:
+            observed.SAVINGS[key] = per_run
+            shared = cached and not started and observed.start_shared(key, CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM)
+            st.start_shared += shared
+        if saving < compile_penalty(cached, prof, started or shared):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
             if defer and not cached and saving >= compile_penalty(True, prof, started):
                 st.deferred += key not in DEFERRED

@@ -9,21 +9,39 @@ the lowered plans that held the candidate executed, in ``observed.json`` next to
 the guess. Like the plan cache it learns across runs: the first run of a script decides on the
 guess (and, as before, defers kernels that would pay from the disk cache to a background compile).
 
+Numba's start (~0.45 s from the disk cache) is paid once per process, by the first kernel. The
+file also keeps the per-execution saving the optimizer expected of each candidate and which run
+it belonged to: when that run's candidates together save more than the start (each net of its
+load), a cached kernel of the script is weighed against its load alone.
+
 Counts are per run (the latest run overwrites a key's count; keys of other scripts stay). A missing
 or unreadable file means no observations.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FILE = "observed.json"
 MAX_KEYS = 4096  # keys kept in the file (the most recently observed)
 
-_loaded: dict[str, dict[str, float]] = {}
+_loaded: dict[str, dict[str, Observation]] = {}
+SAVINGS: dict[str, float] = {}  # s saved per execution, as the optimizer priced each candidate here
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One candidate in the latest run that executed it: executions, the seconds the optimizer
+    expected fusing it to save per execution, and that run's id (its candidates share Numba's start)."""
+
+    runs: float
+    saving: float = 0.0
+    run: str = ""
 
 
 def _path() -> Path:
@@ -32,17 +50,18 @@ def _path() -> Path:
     return Path(codegen_cache_dir()) / FILE
 
 
-def load() -> dict[str, float]:
-    """Observed executions per canonical plan hash (read once per process and cache directory)."""
+def load() -> dict[str, Observation]:
+    """Observations per canonical plan hash (read once per process and cache directory)."""
     p = _path()
     key = str(p)
     if key not in _loaded:
-        data: dict[str, float] = {}
+        data: dict[str, Observation] = {}
         try:
             raw = json.loads(p.read_text())
-            if isinstance(raw, dict):
-                data = {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and v >= 0}
-        except (OSError, ValueError):
+            for k, v in (raw.items() if isinstance(raw, dict) else ()):
+                if isinstance(v, dict) and isinstance(v.get("runs"), (int, float)) and v["runs"] >= 0:
+                    data[str(k)] = Observation(float(v["runs"]), float(v.get("saving", 0.0)), str(v.get("run", "")))
+        except (OSError, ValueError, TypeError):
             pass
         _loaded[key] = data
     return _loaded[key]
@@ -50,7 +69,19 @@ def load() -> dict[str, float]:
 
 def weight(key: str, default: float) -> float:
     """Expected executions of a candidate's block in a run: the observed count, else ``default``."""
-    return load().get(key, default)
+    o = load().get(key)
+    return o.runs if o is not None else default
+
+
+def start_shared(key: str, load_time: float, start_time: float) -> bool:
+    """Whether the run that last executed ``key`` had candidates whose savings, net of their loads,
+    together pay for Numba's start: then no single kernel of the script has to pay it alone."""
+    obs = load()
+    o = obs.get(key)
+    if o is None or not o.run:
+        return False
+    total = sum(max(0.0, x.runs * x.saving - load_time) for x in obs.values() if x.run == o.run)
+    return total >= start_time
 
 
 def counts() -> dict[str, float]:
@@ -61,19 +92,20 @@ def counts() -> dict[str, float]:
 
 
 def save() -> int:
-    """Merge this run's counts into the file (atomically; the newest keys win); returns how many."""
+    """Merge this run's observations into the file (atomically; the newest keys win); returns how many."""
     new = counts()
     if not new:
         return 0
+    run = hashlib.sha256(" ".join(sorted(new)).encode()).hexdigest()[:16]
     p = _path()
     merged = {k: v for k, v in load().items() if k not in new}
-    merged.update(new)
+    merged.update({k: Observation(n, SAVINGS.get(k, 0.0), run) for k, n in new.items()})
     if len(merged) > MAX_KEYS:
         merged = dict(list(merged.items())[-MAX_KEYS:])
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".observed_", suffix=".json", dir=p.parent)
     with os.fdopen(fd, "w") as f:
-        json.dump(merged, f, sort_keys=True)
+        json.dump({k: asdict(v) for k, v in merged.items()}, f, sort_keys=True)
     os.replace(tmp, p)
     _loaded[str(p)] = merged
     return len(new)

@@ -156,12 +156,13 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     fusion.DEFERRED.clear()
     # this process ran the candidate's block 20 times: saved, and read back by the next decision
     monkeypatch.setitem(EXECUTED, key, 1)
-    assert observed.save() >= 1 and observed.load()[key] == 1.0
-    assert json.loads((tmp_path / "cache" / observed.FILE).read_text())[key] == 1.0
+    assert observed.save() >= 1 and observed.load()[key].runs == 1.0
+    saved = json.loads((tmp_path / "cache" / observed.FILE).read_text())[key]
+    assert saved["runs"] == 1.0 and saved["saving"] > 0 and saved["run"]
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
     assert spoofs == [] and st.deferred == 0 and st.observed == 1  # not even worth a background compile
-    monkeypatch.setitem(observed.load(), key, 10000.0)
+    monkeypatch.setitem(observed.load(), key, observed.Observation(10000.0))
     spoofs, _ = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True, fusion_observed=True)
     assert [s.op for s in spoofs] == ["spoofCell"]  # pays for a cold compile
     # off (the default of the test suite): the guess, whatever was observed
@@ -183,9 +184,22 @@ def test_cli_records_observed_block_executions(tmp_path):
     subprocess.run([sys.executable, "-m", "lafuse", "run", str(script)], env=env, capture_output=True, text=True,
                    check=True)
     counts = json.loads((cache / "observed.json").read_text())
-    assert 7.0 in counts.values()  # the loop body's candidate ran 7 times
+    assert 7.0 in [v["runs"] for v in counts.values()]  # the loop body's candidate ran 7 times
     env["LAFUSE_FUSION_OBSERVED"] = "0"
     (cache / "observed.json").unlink()
     subprocess.run([sys.executable, "-m", "lafuse", "run", str(script)], env=env, capture_output=True, text=True,
                    check=True)
     assert not (cache / "observed.json").exists()
+
+
+def test_kernels_of_one_run_share_numba_start(monkeypatch):
+    """Numba's start is paid once per process: when the candidates a run executed save more
+    together (each net of its load) than the start, none of them has to pay it alone."""
+    from lafuse.fusion import observed
+
+    obs = {"a": observed.Observation(33, 0.0135, "r1"), "b": observed.Observation(8, 0.012, "r1"),
+           "c": observed.Observation(33, 0.0135, "r2"), "d": observed.Observation(5, 1.0)}
+    monkeypatch.setattr(observed, "load", lambda: obs)
+    assert observed.start_shared("a", 0.02, 0.45) and observed.start_shared("b", 0.02, 0.45)
+    assert not observed.start_shared("c", 0.02, 0.45)  # alone in its run: 0.43 s
+    assert not observed.start_shared("d", 0.02, 0.45) and not observed.start_shared("e", 0.02, 0.45)
