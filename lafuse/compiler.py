@@ -121,10 +121,9 @@ class Compiler:
             if st is not None:
                 hints = {n: float(nnz(st[n])) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
-            plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
-            plan.candidates = getattr(dag, "candidates", ())
-            return plan
-        return lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
+        plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
+        plan.candidates = dag.candidates
+        return plan
 
     # ------------------------------------------------------------ functions
     def _compile_functions(self, prog: Program) -> None:

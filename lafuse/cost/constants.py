@@ -29,7 +29,7 @@ DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / di
 DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
 # element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;
-# they are scaled by the profiled machine's rate (cost.fused.kernel_slowdown)
+# they are scaled by the profiled machine's rate (cost.operators.kernel_slowdown)
 KERNEL_CONSTANTS_ELEMENTWISE_RATE = 2.33e9
 # simple operations/s inside a generated kernel (operands in registers, all threads, no fast-math):
 # sum of a chain of 8, 16, 24, 32 alternating * and +/- over one dense 2e7-cell input took 9.7 (read

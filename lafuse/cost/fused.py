@@ -11,7 +11,7 @@ unfused and the fused side of every decision come from the same rates.
 from __future__ import annotations
 
 from lafuse.cost import constants as K
-from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, mem_times, meta
+from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, kernel_slowdown, mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
 from lafuse.hops.hop import Hop
@@ -143,13 +143,6 @@ def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[in
         else:
             out[id(n)] = max(out[id(c)] for c in n.children)
     return out
-
-
-def kernel_slowdown(prof: HardwareProfile) -> float:
-    """How much slower generated kernels run on the profiled machine than where the kernel constants
-    were measured, judged by the element-wise rate: an uncalibrated profile's conservative defaults
-    then slow fused and unfused operators alike, so neither side of a fusion decision is favoured."""
-    return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
 
 
 def fused_op_rate(prof: HardwareProfile) -> float:

@@ -173,6 +173,14 @@ def mem_times(prof: HardwareProfile, read_bytes: float, write_bytes: float) -> t
             write_bytes * (f / cache + (1.0 - f) / prof.mem_write_bw))
 
 
+def kernel_slowdown(prof: HardwareProfile) -> float:
+    """How much slower kernels run on the profiled machine than where the per-row, per-non-zero and
+    FUSED_* constants were measured, judged by the element-wise rate: an uncalibrated profile's
+    conservative defaults then slow fused and unfused operators alike, so neither side of a fusion
+    decision is favoured."""
+    return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
+
+
 def _roofline(prof: HardwareProfile, read_bytes: float, write_bytes: float, op_time: float) -> float:
     return max(sum(mem_times(prof, read_bytes, write_bytes)), op_time)
 
@@ -247,7 +255,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
                 transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
                     out.rows <= K.SKINNY_MM_COLS and mats[0].cols > mats[0].rows
                 row = K.SKINNY_TMM_ROW_TIME if transposed else K.SKINNY_MM_ROW_TIME
-                op_time = max(op_time, tall * row * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0))
+                op_time = max(op_time, tall * row * kernel_slowdown(prof))
         else:  # traversal of the non-zeros, or the multiply-adds at element-wise speed, whichever dominates
             nz = sum(m.nz for m in mats if m.sparse)
             op_time = max(nz / prof.sparse_rate, flops / (2.0 * prof.elementwise_rate))
@@ -276,14 +284,14 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         elif broadcast and out.cols < K.SHORT_ROW_COLS:
             vec = K.BROADCAST_COL_ROW_TIME if any(m.cols == 1 for m in mats) else K.BROADCAST_ROW_ROW_TIME
             # (on top of the memory time: NumPy's inner loop restarts per row, the hardware does not overlap it)
-            per_row = out.rows * vec * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
+            per_row = out.rows * vec * kernel_slowdown(prof)
         csr = [m for m in mats if m.sparse]
         if len(mats) == 2 and len(csr) == 1 and (opcode in ("*", "&") or out.sparse):
             # a CSR operand against a dense one (same shape or a vector; kernels_elementwise
             # _sparse_matrix): the row of every non-zero, a gather of the dense side there, the
             # result's zeros dropped
             op_time = max(op_time, (csr[0].rows * K.CSR_DENSE_ROW_TIME + csr[0].nz * K.CSR_DENSE_NZ_TIME)
-                          * K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0))
+                          * kernel_slowdown(prof))
         if len(mats) == 2 and all(m.sparse for m in mats) and mats[0].rows == mats[1].rows \
                 and mats[0].cols == mats[1].cols:
             # SciPy's CSR-CSR binary ops merge sorted indices in two passes and allocate the result

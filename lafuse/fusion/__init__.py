@@ -99,7 +99,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     st.fused_ops += len(ops)
     st.cplans += len(ops)
     _rewrite(new, ops)
-    new.candidates = tuple(sorted(keys))  # type: ignore[attr-defined]  # -> Plan.candidates (compiler.lower_dag)
+    new.candidates = tuple(sorted(keys))
     st.time += time.perf_counter() - t0
     return new, memo
 
@@ -169,9 +169,9 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
         key = op.plan.canonical_key()[0]
-        seen = keys is not None and key in observed.load()
-        runs = observed.weight(key, weight) if seen else weight
-        st.observed += seen
+        seen = observed.load().get(key) if keys is not None else None
+        runs = seen.runs if seen is not None else weight
+        st.observed += seen is not None
         if keys is not None:
             keys.add(key)
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)

@@ -67,12 +67,6 @@ def load() -> dict[str, Observation]:
     return _loaded[key]
 
 
-def weight(key: str, default: float) -> float:
-    """Expected executions of a candidate's block in a run: the observed count, else ``default``."""
-    o = load().get(key)
-    return o.runs if o is not None else default
-
-
 def start_shared(key: str, load_time: float, start_time: float) -> bool:
     """Whether the run that last executed ``key`` had candidates whose savings, net of their loads,
     together pay for Numba's start: then no single kernel of the script has to pay it alone."""

@@ -81,7 +81,7 @@ def choose_format(m: Matrix) -> Matrix:
         sample = m[::16]
         if np.count_nonzero(sample) >= DENSE_SAMPLE_DENSITY * sample.size:
             return m
-    if cols > 1 and sparse_format(rows, cols, nnz(m)):
+    if sparse_format(rows, cols, nnz(m)):
         return to_csr(m)
     return to_dense(m)
 
