@@ -15,7 +15,6 @@ difference), so a fast wrong answer shows.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ sys.path.insert(0, str(HERE))
 
 from conformance import algodata, compare, corpus, sds  # noqa: E402
 from fusion import JavaRunner  # noqa: E402
+from fusion_algorithms import lafuse_env  # noqa: E402
 
 DRIVERS = ("l2svm", "multiLogReg")
 LAFUSE_CONFIGS = {"lafuse no fusion": ["--no-codegen"], "lafuse fusion cold": ["--codegen"],
@@ -39,7 +39,7 @@ LAFUSE_CONFIGS = {"lafuse no fusion": ["--no-codegen"], "lafuse fusion cold": ["
 def run_lafuse(sc: corpus.Script, args: dict[str, str], flags: list[str], cache: Path, work: Path) -> float:
     cmd = [sys.executable, "-m", "lafuse", "run", str(sc.path), "--builtins", str(sds.builtin_scripts_dir()),
            "--no-lafuse-builtins", *flags, "--nvargs", *[f"{k}={v}" for k, v in args.items()]]
-    env = dict(os.environ, LAFUSE_CODEGEN_CACHE=str(cache))
+    env = lafuse_env(str(cache))
     t0 = time.perf_counter()
     p = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0

@@ -234,17 +234,33 @@ def _save_observed(cfg: Any) -> None:
             print(f"lafuse: warning: observed block executions not saved: {e}", file=sys.stderr)
 
 
+def _calibrate_later(cfg: Any) -> Any:
+    """The profile path a background job should calibrate into, or None: only a run whose fusion
+    decisions used the built-in defaults (no profile file) asks for one (codegen.deferred)."""
+    fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized
+    if not (cfg.codegen and cfg.auto_calibrate and fusion is not None and "default" in fusion.DECIDED_ON):
+        return None
+    from lafuse.cost import profile
+
+    path = profile.profile_path()
+    return None if path.is_file() else path
+
+
 def _spawn_deferred(cfg: Any) -> None:
-    """Hand the kernels that only pay from the disk cache to a background compile (codegen.deferred)."""
+    """Hand the kernels that only pay from the disk cache to a background compile, and the machine's
+    calibration if the run had none (codegen.deferred)."""
     fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized, nothing deferred
-    if cfg.codegen and cfg.codegen_defer and fusion is not None and fusion.DEFERRED:
+    plans = dict(fusion.DEFERRED) if cfg.codegen and cfg.codegen_defer and fusion is not None else {}
+    calibrate = _calibrate_later(cfg)
+    if plans or calibrate is not None:
         from lafuse.codegen import deferred
 
         try:
-            deferred.spawn(dict(fusion.DEFERRED))
+            deferred.spawn(plans, calibrate)
         except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
-            print(f"lafuse: warning: background compile of {len(fusion.DEFERRED)} kernel(s) not started: {e}",
-                  file=sys.stderr)
+            print(f"lafuse: warning: background job ({len(plans)} kernel compiles"
+                  f"{', calibration' if calibrate else ''}) not started: {e}", file=sys.stderr)
+    if fusion is not None:
         fusion.DEFERRED.clear()
 
 

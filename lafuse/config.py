@@ -31,6 +31,10 @@ class Config:
     # `lafuse run` compiles kernels that would pay off from the disk cache but not cold in a
     # background process after the script (codegen.deferred); env LAFUSE_CODEGEN_DEFER=0 turns it off
     codegen_defer: bool = field(default_factory=lambda: os.environ.get("LAFUSE_CODEGEN_DEFER", "1") != "0")
+    # a run that made fusion decisions on the built-in default profile (no `lafuse calibrate` yet) runs
+    # `lafuse calibrate --quick` in its background process (codegen.deferred), so later runs decide on
+    # this machine's rates; env LAFUSE_AUTO_CALIBRATE=0 turns it off
+    auto_calibrate: bool = field(default_factory=lambda: os.environ.get("LAFUSE_AUTO_CALIBRATE", "1") != "0")
     # weigh fusion candidates by the block executions earlier runs observed, and record them (fusion.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
     scheduler: str | None = None

@@ -101,6 +101,10 @@ class Stats:
                   if f.observed else "")]
         import sys
 
+        if "default" in sys.modules["lafuse.fusion"].DECIDED_ON:
+            out.append("Codegen decisions used the built-in default hardware profile (slower rates than most "
+                       "machines'): `lafuse calibrate` measures this one; `lafuse run` does it in its background "
+                       "job unless LAFUSE_AUTO_CALIBRATE=0")
         codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
         c = codegen.cache_stats() if codegen is not None and hasattr(codegen, "cache_stats") else {}
         out.append(f"Codegen kernels: compiled {c.get('compiled', 0)} ({c.get('compile_time_cold', 0.0):.3f} sec.), "

@@ -12,6 +12,8 @@ os.environ.setdefault("LAFUSE_VALIDATE", "1")
 os.environ.setdefault("LAFUSE_CODEGEN_DEFER", "0")
 # nor feedback from earlier runs' block executions (fusion.observed; tests/fusion/test_deferred.py)
 os.environ.setdefault("LAFUSE_FUSION_OBSERVED", "0")
+# nor a background calibration after runs that decided on the default profile (test_deferred.py tests it)
+os.environ.setdefault("LAFUSE_AUTO_CALIBRATE", "0")
 
 from hypothesis import settings  # noqa: E402
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,13 +181,36 @@ def _blas_local_setters() -> list[Any]:
     return out
 
 
-def _one_blas_thread(setters: list[Any]) -> None:
-    """Pool-thread initializer. Why: a kernel's ``np.dot`` per block runs in every pool thread at
-    once, and a BLAS that also spreads each product over all cores oversubscribes them. Measured on
-    multiLogReg's 1e6 x 10 Hessian-vector row kernel (2 threads): 16-18 ms with BLAS at 2 threads per
-    call, 8.4 ms with 1. The calling thread keeps its BLAS threads (unfused ``%*%`` uses them)."""
-    for fn in setters:
+_SETTERS: list[list[Any]] = []  # _blas_local_setters(), found once per process
+
+
+def _one_blas_thread() -> None:
+    """Why: a kernel's ``np.dot`` per block runs in every pool thread at once, and a BLAS that also
+    spreads each product over all cores oversubscribes them. Measured on multiLogReg's 1e6 x 10
+    Hessian-vector row kernel (2 threads): 16-18 ms with BLAS at 2 threads per call, 8.4 ms with 1.
+    The calling thread keeps its BLAS threads (unfused ``%*%`` uses them). Done in a pool thread's
+    first block of a kernel that calls BLAS, not when the pool starts: finding the setters imports
+    scipy's BLAS and scans the loaded libraries (0.05 s), which kernels without a product never need."""
+    if getattr(_LOCAL, "one_blas", False):
+        return
+    with _POOL_LOCK:
+        if not _SETTERS:
+            _SETTERS.append(_blas_local_setters())
+    for fn in _SETTERS[0]:
         fn(1)
+    _LOCAL.one_blas = True
+
+
+def _uses_blas(kernel: Any) -> bool:
+    """The generated kernel calls ``np.dot`` (gen_row_block); a kernel that is not a Numba
+    dispatcher is assumed to."""
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    return code is None or "dot" in code.co_names
+
+
+def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
+    _one_blas_thread()
+    kernel(b0, b1, *args)
 
 
 def launch(kernel: Any, nb: int, *args: Any) -> None:
@@ -199,10 +223,10 @@ def launch(kernel: Any, nb: int, *args: Any) -> None:
     with _POOL_LOCK:
         pool = _POOLS.get(t)
         if pool is None:
-            pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-codegen",
-                                                  initializer=_one_blas_thread, initargs=(_blas_local_setters(),))
+            pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-codegen")
     cuts = [nb * k // t for k in range(t + 1)]
-    futs = [pool.submit(kernel, cuts[k], cuts[k + 1], *args) for k in range(t)]
+    run = partial(_blocks_with_blas, kernel) if _uses_blas(kernel) else kernel
+    futs = [pool.submit(run, cuts[k], cuts[k + 1], *args) for k in range(t)]
     for f in futs:
         f.result()
 

@@ -46,6 +46,9 @@ class FusionStats:
 # load from the on-disk cache would: ``lafuse run`` compiles them after the run in a background
 # process (codegen.deferred), so later runs of the script fuse them (config ``codegen_defer``)
 DEFERRED: dict[str, C.CPlan] = {}
+# sources of the hardware profiles cost-based decisions used ("default" or "calibrated <date>"):
+# ``lafuse run`` calibrates in its background job after a run that decided on the defaults
+DECIDED_ON: set[str] = set()
 
 
 def _has_candidates(dag: Dag) -> bool:
@@ -87,6 +90,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     ops = combine_multi_aggregates(plan.fused)
     keys: set[str] = set()
     if not heuristic:
+        DECIDED_ON.add(prof.source)
         for _ in range(MAX_UNFUSE_ROUNDS):
             extra = _not_worth_compiling(ops, prof, weight, hints, st, getattr(cfg, "codegen_defer", False),
                                          keys if getattr(cfg, "fusion_observed", False) else None)

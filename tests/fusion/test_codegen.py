@@ -624,7 +624,8 @@ def test_cell_all_csr_product_merge_intersects(agg, op):
 
 def test_kernel_pool_threads_run_blas_on_one_thread():
     """Every pool thread calls BLAS (np.dot per block) at once: each must not spread its products
-    over all cores too (runner._one_blas_thread). The setters report a thread's previous count."""
+    over all cores too (runner._one_blas_thread, done by a pool thread's first block of a kernel
+    that calls BLAS). The setters report a thread's previous count."""
     from lafuse.codegen import runner
 
     setters = runner._blas_local_setters()
@@ -633,10 +634,25 @@ def test_kernel_pool_threads_run_blas_on_one_thread():
     rng = np.random.default_rng(3)
     rins = [rng.normal(size=(3000, 400)), rng.normal(size=(400, 1)), rng.normal(size=(400, 2)),
             rng.normal(size=(3000, 1)), np.zeros((3000, 400)), rng.normal(size=(1, 400)), 1.0]
-    compiled("row-tXXV", plan, threads=2)(rins)  # creates the 2-thread pool
+    op = compiled("row-tXXV", plan, threads=2)
+    assert runner._uses_blas(op._kernel)
+    op(rins)  # creates the 2-thread pool
     pool = runner._POOLS[2]
-    seen = [pool.submit(lambda: [fn(1) for fn in setters]).result() for _ in range(4)]
-    assert all(v == 1 for got in seen for v in got)
+
+    def state() -> tuple[bool, list[int]]:
+        return getattr(runner._LOCAL, "one_blas", False), [fn(1) for fn in setters]
+
+    seen = [pool.submit(state).result() for _ in range(8)]
+    assert any(done for done, _ in seen)
+    assert all(v == 1 for done, got in seen if done for v in got)
+
+
+def test_cell_kernels_do_not_call_blas():
+    from lafuse.codegen import runner
+
+    b = CPlanBuilder()
+    plan = CPlan("cell", b.op("*", b.input(0, MAIN), b.input(1, CELL)), FULL_AGG, "sum", ninputs=2)
+    assert not runner._uses_blas(compiled("cell-no-blas", plan)._kernel)
 
 
 def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path):

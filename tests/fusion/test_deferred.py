@@ -41,7 +41,7 @@ def test_kernels_that_pay_only_from_the_disk_cache_are_deferred(tmp_path, monkey
 
     pkl = tmp_path / "cache" / ".deferred_test.pkl"
     pkl.parent.mkdir(parents=True)
-    pkl.write_bytes(pickle.dumps([plan]))
+    pkl.write_bytes(pickle.dumps({"plans": [plan], "calibrate": None}))
     assert deferred.pending() == [pkl]
     assert deferred.compile_all(pkl) == 1 and not pkl.exists() and codegen.is_cached(plan)
     spoofs, labels = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
@@ -126,7 +126,7 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
     codegen.clear_memory_cache()
 
-    def refuse(plans):
+    def refuse(plans, calibrate=None):
         raise PermissionError("read-only cache directory")
 
     monkeypatch.setattr(deferred, "spawn", refuse)
@@ -135,7 +135,7 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
     n = len(fusion.DEFERRED)
     assert n >= 1
     cli._spawn_deferred(cfgmod.Config(codegen=True, codegen_defer=True))
-    assert f"background compile of {n} kernel(s) not started" in capsys.readouterr().err
+    assert f"background job ({n} kernel compiles) not started" in capsys.readouterr().err
     assert not fusion.DEFERRED
 
 
@@ -203,3 +203,32 @@ def test_kernels_of_one_run_share_numba_start(monkeypatch):
     assert observed.start_shared("a", 0.02, 0.45) and observed.start_shared("b", 0.02, 0.45)
     assert not observed.start_shared("c", 0.02, 0.45)  # alone in its run: 0.43 s
     assert not observed.start_shared("d", 0.02, 0.45) and not observed.start_shared("e", 0.02, 0.45)
+
+
+def test_a_run_on_the_default_profile_calibrates_in_the_background(tmp_path):
+    # the defaults are a slow machine's rates: decisions on them overstate what fusion saves against
+    # Numba's start, so the first run's background job measures this machine for the later runs
+    script = tmp_path / "s.dml"
+    script.write_text("X = rand(rows=300, cols=200, seed=1)\nY = rand(rows=300, cols=200, seed=2)\n"
+                      "print(sum(X * Y * 2))\n")
+    prof = tmp_path / "profile.json"
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache"), "LAFUSE_PROFILE": str(prof),
+           "LAFUSE_AUTO_CALIBRATE": "1"}
+
+    def run(*flags: str, **extra: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", *flags],
+                             env={**env, **extra}, capture_output=True, text=True, check=True).stdout
+        waited = subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, timeout=300)
+        assert waited.returncode == 0
+        return out
+
+    note = "Codegen decisions used the built-in default hardware profile"
+    assert note not in run("--no-codegen") and not prof.exists()  # no decisions, no calibration
+    assert note in run(LAFUSE_AUTO_CALIBRATE="0") and not prof.exists()
+    first = run()
+    assert note in first and prof.is_file()
+    saved = json.loads(prof.read_text())
+    assert saved["source"].startswith("calibrated") and saved["mem_read_bw"] > 0
+    second = run()
+    assert note not in second and _value(first) == _value(second)
+    assert json.loads(prof.read_text()) == saved  # calibrated once
