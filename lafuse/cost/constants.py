@@ -56,11 +56,12 @@ FUSED_ROW_BLOCK_VECOP_TIME = 1.85e-9
 # Measured: colSums(P - Y) over dense P and CSR Y (1e6 x 2, 1/3 dense; multiLogReg) 7.8 ms, 2 threads
 FUSED_CSR_SEEK_TIME = 3.5e-9
 # s, Numba's start-up paid by the first kernel of a process on top of the above: importing the code
-# generator with Numba and llvmlite (measured 0.24 s inside `lafuse run`) and loading Numba's
-# registries with the first kernel from the disk cache (its load took 0.19-0.25 s in SystemDS's l2svm
-# and multiLogReg drivers, the next ones 6-13 ms), and initializing LLVM and compiling the
-# primitives before a cold compile (first cold compile 2.6-3.0 s)
-NUMBA_START_WARM = 0.45
+# generator with Numba and llvmlite (measured 0.15-0.17 s inside `lafuse run`, with bytecode caching),
+# the first load from the disk cache (NRT init, environment rebuild: 0.07-0.08 s, the next ones 5-15
+# ms; it was 0.19-0.25 s while Numba refreshed its registries on load, codegen.cache), finding the
+# per-thread BLAS setters for the first kernel that calls BLAS (0.05 s); and initializing LLVM and
+# compiling the primitives before a cold compile (first cold compile 2.6-3.0 s)
+NUMBA_START_WARM = 0.25
 NUMBA_START_COLD = 1.6
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
