@@ -10,7 +10,7 @@ then again with that cache (2nd run), and once more after untimed runs until no 
 more (warm; at most WARM_UP_RUNS untimed runs). Every run waits for the background compile it started before the next
 measurement. Runs are interleaved; medians over ``--reps``.
 
-    .venv/bin/python benchmarks/fusion_algorithms.py [--rows 1000000] [--sparse-n 10000] [--reps 3]
+    .venv/bin/python benchmarks/fusion_algorithms.py [--rows 1000000] [--cols 10] [--sparse-n 10000] [--reps 3]
 """
 
 from __future__ import annotations
@@ -66,10 +66,10 @@ print("RESULT " + sum(U %*% V[, 1:10]))
 }
 
 
-def make_data(d: str, rows: int, n_sparse: int) -> dict[str, str]:
+def make_data(d: str, rows: int, n_sparse: int, cols: int = 10) -> dict[str, str]:
     rng = np.random.default_rng(42)
-    X = rng.normal(size=(rows, 10))
-    w = rng.normal(size=(10, 1))
+    X = rng.normal(size=(rows, cols))
+    w = rng.normal(size=(cols, 1))
     score = X @ w
     y = np.where(score > 0, 1.0, -1.0)
     y3 = 1.0 + np.digitize(score[:, 0], np.quantile(score, [1 / 3, 2 / 3])).reshape(-1, 1)
@@ -122,14 +122,15 @@ def run_once(script: str, data: dict[str, str], flags: list[str], cache: str) ->
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--cols", type=int, default=10, help="columns of the dense X (l2svm, multiLogReg)")
     ap.add_argument("--sparse-n", type=int, default=10_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default=None)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="lafuse-fusion-alg-")
     try:
-        data = make_data(work, args.rows, args.sparse_n)
-        print(f"data: X {args.rows}x10 dense, S {args.sparse_n}x{args.sparse_n} sparse 1%  ({work})")
+        data = make_data(work, args.rows, args.sparse_n, args.cols)
+        print(f"data: X {args.rows}x{args.cols} dense, S {args.sparse_n}x{args.sparse_n} sparse 1%  ({work})")
         print(f"{'script':<12} {'config':<16} {'op s (median)':>14} {'min-max':>15} {'wall s':>8} "
               f"{'kernels cold':>12} {'compile s':>9} {'disk hits':>9} {'load s':>7} {'deferred':>8}  result")
         for name, text in SCRIPTS.items():
