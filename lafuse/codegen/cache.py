@@ -115,10 +115,10 @@ def _load_without_registries(kernel: Any) -> None:
     of a process's first disk-cache load (measured in multiLogReg: first load 0.23 s with it, 0.07 s
     without). On a miss, the dispatcher compiles as usual, and Numba's compiler refreshes the contexts
     itself. A Numba without these internals keeps its own ``load_overload``."""
-    cache = getattr(kernel, "_cache", None)
+    cache: Any = getattr(kernel, "_cache", None)
     load = getattr(cache, "_load_overload", None)
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
-    if load is None or guard is None:
+    if cache is None or load is None or guard is None:
         return
     from numba.core.runtime import rtsys
 
