@@ -15,13 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from lafuse.codegen import finite
-from lafuse.codegen.cache import PlanCache
+from lafuse.codegen import finite, prims
+from lafuse.codegen.cache import PlanCache, load_without_registries
 from lafuse.codegen.emit import Canon, canon
 from lafuse.codegen.runner import set_threads
 from lafuse.fusion.cplan import COLVEC, ROWVEC, SCALAR, CPlan
 
 _CACHE = PlanCache()
+for _f in vars(prims).values():  # runners call some primitives from Python (kcombine, all_finite)
+    if hasattr(_f, "py_func"):
+        load_without_registries(_f)
 
 
 def _run(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:

@@ -106,8 +106,9 @@ def _import(path: Path) -> Any:
     return mod
 
 
-def _load_without_registries(kernel: Any) -> None:
-    """Let ``kernel``'s dispatcher load its cached machine code without refreshing the target context.
+def load_without_registries(kernel: Any) -> None:
+    """Let ``kernel``'s dispatcher load its cached machine code without refreshing the target context
+    (generated kernels, and the primitives lafuse calls from Python, e.g. ``prims.kcombine``).
 
     Why: Numba's ``Cache.load_overload`` first refreshes the target context, which imports and installs
     every implementation registry (``numba.np.*``, ``numba.cpython.*``, ...). Only compiling needs
@@ -168,7 +169,7 @@ class PlanCache:
             if not existed:
                 _write_atomic(path, source)
             kernel = _import(path).kernel
-            _load_without_registries(kernel)
+            load_without_registries(kernel)
             warm_up(kernel)
             dt = time.perf_counter() - t0
             cold = not existed or sum(kernel.stats.cache_misses.values()) > 0

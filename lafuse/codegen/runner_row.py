@@ -9,7 +9,7 @@ import numpy as np
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_row import RowInfo, analyze
 from lafuse.codegen.prims import kcombine
-from lafuse.codegen.runner import E2, as_mat, blocks, dense, launch, scalar, vector
+from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
 from lafuse.fusion.cplan import (
     CELL,
     COL_AGG,
@@ -130,17 +130,17 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
     out, parts = E2, np.zeros((0, 0))
     if plan.agg == NO_AGG:
         out = np.zeros((n, L))
-        rpb, nb = blocks(n, m)
+        rpb, nb = blocks(n, m, max_cells=ROW_BLOCK_CELLS)
     elif plan.agg == FULL_AGG:
-        rpb, nb = blocks(n, m)
+        rpb, nb = blocks(n, m, max_cells=ROW_BLOCK_CELLS)
         parts = np.zeros((nb, 2))
     elif plan.agg == COL_AGG_B1_T:
         assert plan.root2 is not None
         L2 = int(lens[int(c.var(plan.root2)[1:])])
-        rpb, nb = blocks(n, m, L * L2)
+        rpb, nb = blocks(n, m, L * L2, ROW_BLOCK_CELLS)
         parts = np.zeros((nb, L, L2))
     else:
-        rpb, nb = blocks(n, m, L)
+        rpb, nb = blocks(n, m, L, ROW_BLOCK_CELLS)
         parts = np.zeros((nb, L))
     launch(kernel, nb, mode, n, m, rpb, nb, lits, sc, lens, *args, out, parts)
     if plan.agg == NO_AGG:

@@ -655,6 +655,42 @@ def test_cell_kernels_do_not_call_blas():
     assert not runner._uses_blas(compiled("cell-no-blas", plan)._kernel)
 
 
+_LOAD_IN_FRESH_PROCESS = """
+import pickle, sys
+import numpy as np
+from numba.core import base
+refreshes = []
+orig = base.BaseContext.refresh
+base.BaseContext.refresh = lambda self: (refreshes.append(1), orig(self))[1]
+from lafuse import codegen
+plan, ins = pickle.load(open(sys.argv[1], "rb"))
+got = codegen.compile_plan(plan, threads=2)(ins)
+st = codegen.cache_stats()
+print(repr((float(got), st["disk_hits"], st["compiled"], len(refreshes))))
+"""
+
+
+def test_a_cached_kernel_loads_without_numbas_registry_refresh(disk_cache, tmp_path):
+    """codegen.cache.load_without_registries: a fresh process loads a kernel of the disk cache
+    without refreshing Numba's target context (0.2 s of its first load), and computes the same."""
+    import pickle
+
+    b = CPlanBuilder()
+    x, y = b.input(0, MAIN), b.input(1, CELL)
+    plan = CPlan("cell", b.op("*", b.op("+", x, b.literal(0.5)), y), FULL_AGG, "sum", ninputs=2)
+    rng = np.random.default_rng(11)
+    ins = [rng.normal(size=(300, 7)), rng.normal(size=(300, 7))]
+    want = compiled("cell-fresh-load", plan)(ins)  # compiled into the disk cache
+    assert same(want, evaluate(plan, ins))
+    pkl = tmp_path / "plan.pkl"
+    pkl.write_bytes(pickle.dumps((plan, ins)))
+    out = subprocess.run([sys.executable, "-c", _LOAD_IN_FRESH_PROCESS, str(pkl)], capture_output=True,
+                         text=True, check=True, env=os.environ.copy()).stdout
+    got, disk_hits, compiled_cold, refreshes = eval(out.strip().splitlines()[-1])
+    assert (disk_hits, compiled_cold, refreshes) == (1, 0, 0)
+    assert got == want
+
+
 def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path):
     script = tmp_path / "k.dml"
     script.write_text("X = rand(rows=50, cols=40, seed=1)\nY = rand(rows=50, cols=40, seed=2)\n"
