@@ -14,6 +14,8 @@ os.environ.setdefault("LAFUSE_CODEGEN_DEFER", "0")
 os.environ.setdefault("LAFUSE_FUSION_OBSERVED", "0")
 # nor a background calibration after runs that decided on the default profile (test_deferred.py tests it)
 os.environ.setdefault("LAFUSE_AUTO_CALIBRATE", "0")
+# nor Numba started at launch because an earlier run of a script used kernels (test_deferred.py)
+os.environ.setdefault("LAFUSE_NUMBA_PRESTART", "0")
 
 from hypothesis import settings  # noqa: E402
 

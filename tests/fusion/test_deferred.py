@@ -232,3 +232,32 @@ def test_a_run_on_the_default_profile_calibrates_in_the_background(tmp_path):
     second = run()
     assert note not in second and _value(first) == _value(second)
     assert json.loads(prof.read_text()) == saved  # calibrated once
+
+
+def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path):
+    # fusion.prestart: the second run of a script whose first run used a kernel imports Numba on a
+    # background thread from launch on; a run that used none does not
+    from lafuse.fusion import prestart
+
+    script = tmp_path / "p.dml"
+    script.write_text("X = rand(rows=200, cols=30, seed=4)\nY = rand(rows=200, cols=30, seed=5)\n"
+                      "print(sum(X * Y * 3))\n")
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache"), "LAFUSE_PROFILE": str(PROFILE),
+           "LAFUSE_NUMBA_PRESTART": "1"}
+
+    def run(*flags: str, **extra: str) -> str:
+        return subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", *flags],
+                              env={**env, **extra}, capture_output=True, text=True, check=True).stdout
+
+    note = "begun at launch in the background"
+    first = run("--fusion", "fuse-all")
+    assert "spoofCell" in first and note not in first
+    second = run("--fusion", "fuse-all")
+    assert note in second and "disk cache hits 1 " in second and _value(first) == _value(second)
+    assert note not in run("--fusion", "fuse-all", LAFUSE_NUMBA_PRESTART="0")
+    recorded = json.loads((tmp_path / "cache" / prestart.FILE).read_text())
+    assert list(recorded.values()) == [1]
+    # a run that used no kernel (cost-based: tiny inputs stay unfused) records 0: no start next time
+    third = run()
+    assert "spoofCell" not in third
+    assert note not in run() and list(json.loads((tmp_path / "cache" / prestart.FILE).read_text()).values()) == [0]

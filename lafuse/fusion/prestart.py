@@ -1,0 +1,105 @@
+"""Start Numba in a background thread while the script is parsed, compiled and begins to run.
+
+Why: a process that loads kernels from the disk cache pays Numba's start once, importing Numba and
+llvmlite (0.15-0.2 s here) before its first kernel. When the previous run of the same script loaded
+kernels, this one will too, so ``lafuse run`` begins that import at launch on a second thread;
+parsing, compilation and the NumPy operations before the first fused operator run meanwhile.
+NumPy releases the GIL inside its operations, so the import overlaps with them; while it runs, the
+interpreter's switch interval is lowered, so the main thread gets the GIL back within 0.2 ms of
+asking instead of 5 ms. Measured on lafuse's l2svm at 10^6 x 10 with 2 kernels (4 interleaved runs):
+time inside the script 1.09 s median without, 0.93 s with.
+
+Which scripts: ``prestart.json`` next to the plan cache maps a digest of the script's text to the
+number of kernels its last run used. The thread imports only Numba (never a lafuse module, so it
+cannot deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits
+for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+FILE = "prestart.json"
+MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
+SWITCH_INTERVAL = 2e-4  # s, the interpreter's switch interval while the import runs
+
+_THREAD: list[threading.Thread] = []
+
+
+def _path() -> Path:
+    from lafuse.config import codegen_cache_dir
+
+    return Path(codegen_cache_dir()) / FILE
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _read() -> dict[str, int]:
+    try:
+        raw = json.loads(_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
+
+
+def wanted(text: str) -> bool:
+    """The last run of this script used kernels (so this one will start Numba anyway)."""
+    return _read().get(_key(text), 0) > 0
+
+
+def record(text: str, kernels: int) -> None:
+    """Remember how many kernels this run of the script used (atomically; the newest entries win)."""
+    old = _read()
+    if old.get(_key(text)) == kernels:
+        return
+    data = {k: v for k, v in old.items() if k != _key(text)}
+    data[_key(text)] = int(kernels)
+    if len(data) > MAX_SCRIPTS:
+        data = dict(list(data.items())[-MAX_SCRIPTS:])
+    p = _path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".prestart_", suffix=".json", dir=p.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, p)
+
+
+def _import_numba() -> None:
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    try:
+        import numba  # noqa: F401
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+
+        rtsys.initialize(cpu_target.target_context)
+    except Exception:  # noqa: BLE001 - the main thread's own import reports any real problem
+        pass
+    finally:
+        sys.setswitchinterval(old)
+
+
+def start() -> None:
+    """Begin importing Numba on a background thread (once per process)."""
+    if not _THREAD and "numba" not in sys.modules:
+        t = threading.Thread(target=_import_numba, name="lafuse-numba-start", daemon=True)
+        _THREAD.append(t)
+        t.start()
+
+
+def started() -> bool:
+    return bool(_THREAD)
+
+
+def join() -> None:
+    """Wait for the background import (before the process exits: never end mid-import)."""
+    for t in _THREAD:
+        t.join()
