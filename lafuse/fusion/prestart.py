@@ -6,8 +6,8 @@ kernels, this one will too, so ``lafuse run`` begins that import at launch on a 
 parsing, compilation and the NumPy operations before the first fused operator run meanwhile.
 NumPy releases the GIL inside its operations, so the import overlaps with them; while it runs, the
 interpreter's switch interval is lowered, so the main thread gets the GIL back within 0.2 ms of
-asking instead of 5 ms. Measured on lafuse's l2svm at 10^6 x 10 with 2 kernels (4 interleaved runs):
-time inside the script 1.09 s median without, 0.93 s with.
+asking instead of 5 ms. Measured on lafuse's l2svm at 10^6 x 10 with 2 kernels (interleaved runs,
+medians): time inside the script 1.17 s without (4 runs), 0.94 s with (3 runs).
 
 Which scripts: ``prestart.json`` next to the plan cache maps a digest of the script's text to the
 number of kernels its last run used. The thread imports only Numba (never a lafuse module, so it
