@@ -143,13 +143,18 @@ class _Block:
         dims = ["R" if rv else "1", f"L{k}" if vec else "1"]
         shape = f"({', '.join(dims[::-1] if self.tr else dims)})"
         if n.op == "vecmat":
+            m = f"a{self.slot(ch[1])}"
             if self.tr:  # (A M)' = M' A'
                 a = self.arr_t(ch[0])
-                return None if a is None else [f"B{k} = np.dot(a{self.slot(ch[1])}.T, {a})"]
-            a = self.arr(ch[0])
-            if a is None:
-                return None
-            return [f"B{k} = np.dot({a}, a{self.slot(ch[1])})"]
+                blas = None if a is None else f"B{k} = np.dot({m}.T, {a})"
+            else:
+                a = self.arr(ch[0])
+                blas = None if a is None else f"B{k} = np.dot({a}, {m})"
+            if blas is None or not self.main(ch[0]):
+                return None if blas is None else [blas]
+            return [f"if small_mm({m}.shape[1], m):", f"    B{k} = np.empty({shape})",
+                    f"    rows_matmul_small(a{self.slot(ch[0])}, r0, r1, {m}, B{k}, {self.tr})",
+                    "else:", f"    {blas}"]
         if n.op in _ROW_AGG_FOLD and self.tr:
             return self.row_agg_folded(n)
         if n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
@@ -246,7 +251,16 @@ class _Block:
         a, b = self.arr_t(r), self.arr(plan.root2)
         if a is None or b is None or not (self.rv[id(r)] and self.rv[id(plan.root2)]):
             return None
-        return [f"acc += np.dot({a}, {b})"]
+        q = plan.root2
+        if not (self.main(r) and q.op not in ("input", "literal")):
+            return [f"acc += np.dot({a}, {b})"]
+        return [f"if small_mm(L{self.k(q)}, m):",
+                f"    rows_t_matmul_small(a{self.slot(r)}, r0, r1, B{self.k(q)}, {self.tr}, acc)",
+                "else:", f"    acc += np.dot({a}, {b})"]
+
+    def main(self, n: CNode) -> bool:
+        """The node is the (dense) main input, read in place: a{slot}[r0:r1]."""
+        return n.op == "input" and n.access == MAIN
 
 
 def block_body(info: RowInfo, plan: CPlan, ms: int) -> tuple[list[str], str] | None:

@@ -390,6 +390,28 @@ def test_row_block_body_equals_the_per_row_body(name, narrow):
         assert same(op(ins), evaluate(plan, ins)), (name, seed)
 
 
+@pytest.mark.parametrize("narrow", [False, True], ids=["row-major", "transposed"])
+def test_block_products_by_few_columns_loop_and_by_more_call_blas(narrow):
+    """X %*% V and t(X) %*% Q in the block body: loops where prims.small_mm says so (two columns of
+    V, X at least 16 wide: rows_matmul_small, rows_t_matmul_small), BLAS otherwise; both agree with
+    the reference, NaN/Inf in X and V included."""
+    from lafuse.codegen.prims import small_mm
+
+    assert small_mm(2, 17) and small_mm(2, 33) and not small_mm(2, 3) and not small_mm(1, 33)
+    plan, _ = row_plans()["tXXV"]
+    plan.narrow = narrow
+    op = compiled(f"row-tXXV-cols-{narrow}", plan)
+    assert "rows_matmul_small" in op.source and "rows_t_matmul_small" in op.source and "np.dot" in op.source
+    rng = np.random.default_rng(21)
+    for cols in (1, 2, 4):
+        for n, m in ((700, 3), (50, 17), (40, 33), (1, 1)):
+            ins = row_inputs("dense", True, True, seed=cols, shape=(n, m))
+            ins[2] = rng.normal(size=(m, cols))
+            if m > 1:
+                ins[2][1, -1] = math.nan
+            assert same(op(ins), evaluate(plan, ins)), (cols, n, m)
+
+
 def test_narrow_row_plans_are_the_fused_ones_with_narrow_cell_reads():
     """A row plan is narrow (transposed block body) when the inputs it reads cell by cell have at
     most NARROW_ROW_COLS columns; inputs only handed to BLAS (X in X %*% V) may be wide."""
