@@ -264,8 +264,6 @@ def rows_dot_axpy(X: np.ndarray, r0: int, r1: int, B: np.ndarray, acc: np.ndarra
             acc[k] += X[i, k] * q
 
 
-
-
 @_jit
 def small_mm(L: int, K: int) -> bool:
     """Whether a block body multiplies its K-column main by a K x L matrix (and back) with the loops
