@@ -277,25 +277,14 @@ def small_mm(L: int, K: int) -> bool:
 @_jit
 def rows_matmul_small(X: np.ndarray, r0: int, r1: int, M: np.ndarray, out: np.ndarray, tr: bool) -> None:
     """out[r - r0, c] (``tr``: out[c, r - r0]) = X[r, :] . M[:, c] for the rows r0 <= r < r1 of a dense
-    X and an M of a few columns (4 partials per dot, 2-D indexing: no per-row views); see small_mm.
+    X and an M of a few columns (``dot_rows``: 4 partials, 2-D indexing, no per-row views); see small_mm.
     multiLogReg's Hessian-vector kernel over 1e6 x 100 with 2 columns, per call inside the script:
     120 ms with BLAS per block, 60 ms with these loops (a hand-written Numba loop: 60.6 ms; NumPy's
     operators: 143 ms)."""
-    K = X.shape[1]
-    L = M.shape[1]
     Mt = np.ascontiguousarray(M.T)
-    n4 = K - K % 4
     for r in range(r0, r1):
-        for c in range(L):
-            s0 = s1 = s2 = s3 = 0.0
-            for k in range(0, n4, 4):
-                s0 += X[r, k] * Mt[c, k]
-                s1 += X[r, k + 1] * Mt[c, k + 1]
-                s2 += X[r, k + 2] * Mt[c, k + 2]
-                s3 += X[r, k + 3] * Mt[c, k + 3]
-            for k in range(n4, K):
-                s0 += X[r, k] * Mt[c, k]
-            v = (s0 + s1) + (s2 + s3)
+        for c in range(M.shape[1]):
+            v = dot_rows(X, r, Mt, c)
             if tr:
                 out[c, r - r0] = v
             else:

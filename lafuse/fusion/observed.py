@@ -26,6 +26,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 FILE = "observed.json"
 MAX_KEYS = 4096  # keys kept in the file (the most recently observed)
@@ -44,10 +45,24 @@ class Observation:
     run: str = ""
 
 
-def _path() -> Path:
+def cache_path(name: str) -> Path:
+    """A file of run feedback next to the plan cache (``$LAFUSE_CODEGEN_CACHE``)."""
     from lafuse.config import codegen_cache_dir
 
-    return Path(codegen_cache_dir()) / FILE
+    return Path(codegen_cache_dir()) / name
+
+
+def write_json(path: Path, data: Any, sort_keys: bool = False) -> None:
+    """Replace ``path`` atomically (concurrent runs: the last writer wins, no reader sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}_", suffix=".json", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, sort_keys=sort_keys)
+    os.replace(tmp, path)
+
+
+def _path() -> Path:
+    return cache_path(FILE)
 
 
 def load() -> dict[str, Observation]:
@@ -96,10 +111,6 @@ def save() -> int:
     merged.update({k: Observation(n, SAVINGS.get(k, 0.0), run) for k, n in new.items()})
     if len(merged) > MAX_KEYS:
         merged = dict(list(merged.items())[-MAX_KEYS:])
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".observed_", suffix=".json", dir=p.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump({k: asdict(v) for k, v in merged.items()}, f, sort_keys=True)
-    os.replace(tmp, p)
+    write_json(p, {k: asdict(v) for k, v in merged.items()}, sort_keys=True)
     _loaded[str(p)] = merged
     return len(new)

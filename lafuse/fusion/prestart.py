@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import threading
-from pathlib import Path
+
+from lafuse.fusion.observed import cache_path, write_json
 
 FILE = "prestart.json"
 MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
@@ -32,19 +31,13 @@ SWITCH_INTERVAL = 2e-4  # s, the interpreter's switch interval while the import 
 _THREAD: list[threading.Thread] = []
 
 
-def _path() -> Path:
-    from lafuse.config import codegen_cache_dir
-
-    return Path(codegen_cache_dir()) / FILE
-
-
 def _key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def _read() -> dict[str, int]:
     try:
-        raw = json.loads(_path().read_text())
+        raw = json.loads(cache_path(FILE).read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
@@ -64,12 +57,7 @@ def record(text: str, kernels: int) -> None:
     data[_key(text)] = int(kernels)
     if len(data) > MAX_SCRIPTS:
         data = dict(list(data.items())[-MAX_SCRIPTS:])
-    p = _path()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".prestart_", suffix=".json", dir=p.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, p)
+    write_json(cache_path(FILE), data)
 
 
 def _import_numba() -> None:

@@ -238,9 +238,5 @@ def fmt_owned(m: Any) -> Any:
     return m
 
 
-def sparse_result_ok(rows: int, cols: int, nnz: int) -> bool:
-    return sparse_format(rows, cols, nnz)
-
-
 def shape_str(m: Any) -> str:
     return f"{m.shape[0]}x{m.shape[1]}"

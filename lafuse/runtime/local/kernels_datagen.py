@@ -35,11 +35,11 @@ from lafuse.runtime.local.kernels_common import (
     need_float,
     norm_scalar,
     parse_java_double,
-    sparse_result_ok,
     trunc_index,
     type_name,
 )
 from lafuse.runtime.sparse import sp
+from lafuse.runtime.values import sparse_format
 
 # SystemDS-exact positions/values for sparse uniform/normal rand (see module docstring).
 EXACT_SPARSE_RAND = os.environ.get("LAFUSE_SDS_SPARSE_RAND", "1") not in ("", "0")
@@ -54,7 +54,7 @@ def _dim(v: Any, what: str, fname: str) -> int:
 
 
 def _fill(value: float, rows: int, cols: int) -> Any:
-    if value == 0.0 and sparse_result_ok(rows, cols, 0):
+    if value == 0.0 and sparse_format(rows, cols, 0):
         return sp.csr_array((rows, cols), dtype=F64)
     return np.full((rows, cols), value, dtype=F64)
 
@@ -142,7 +142,7 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
         return draw(cells).reshape(r, c)
     pos = np.sort(rng.choice(cells, size=k, replace=False)) if k else np.zeros(0, dtype=np.int64)
     vals = draw(k)
-    if sparse_result_ok(r, c, k):
+    if sparse_format(r, c, k):
         rr, cc = pos // c, pos % c
         indptr = np.zeros(r + 1, dtype=np.int64)
         np.cumsum(np.bincount(rr, minlength=r), out=indptr[1:])
@@ -163,7 +163,7 @@ def _sds_rand(r: int, c: int, lo: float, hi: float, spars: float, dist: str, see
         rr, cc = np.nonzero(res)
         res = (rr, cc, res[rr, cc])
     rr, cc, vals = res
-    if sparse_result_ok(r, c, len(vals)):
+    if sparse_format(r, c, len(vals)):
         S = sp.coo_array((vals, (rr, cc)), shape=(r, c)).tocsr()
         S.eliminate_zeros()
         return S
