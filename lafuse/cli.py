@@ -157,7 +157,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     if prestart:
         from lafuse.fusion import prestart as numba_start
 
-        if numba_start.wanted(text):
+        if numba_start.wanted(text, cfg.fusion):
             numba_start.start()
     if ns.cmd == "explain" and ns.until == "parsed":
         from lafuse.lang.parser import parse
@@ -198,18 +198,18 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         _spawn_deferred(cfg)
         _save_observed(cfg)
         if prestart:
-            _record_kernels_used(text)
+            _record_kernels_used(text, cfg.fusion)
     return 0
 
 
-def _record_kernels_used(text: str) -> None:
+def _record_kernels_used(text: str, policy: str) -> None:
     """Remember whether this run used kernels, so the next run of the script starts Numba at launch
     (fusion.prestart); wait for a background start still running (never exit mid-import)."""
     from lafuse.fusion import prestart
 
     codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
     try:
-        prestart.record(text, len(codegen.cache_stats()["per_kernel"]) if codegen is not None else 0)
+        prestart.record(text, policy, len(codegen.cache_stats()["per_kernel"]) if codegen is not None else 0)
     except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
         print(f"lafuse: warning: kernels used by this run not recorded: {e}", file=sys.stderr)
     prestart.join()

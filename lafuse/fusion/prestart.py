@@ -9,8 +9,11 @@ interpreter's switch interval is lowered, so the main thread gets the GIL back w
 asking instead of 5 ms. Measured on lafuse's l2svm at 10^6 x 10 with 2 kernels (interleaved runs,
 medians): time inside the script 1.17 s without (4 runs), 0.94 s with (3 runs).
 
-Which scripts: ``prestart.json`` next to the plan cache maps a digest of the script's text to the
-number of kernels its last run used. The thread imports only Numba (never a lafuse module, so it
+Which scripts: ``prestart.json`` next to the plan cache maps a digest of the script's text and the
+fusion policy to the number of kernels its last run under that policy used (whether a run uses
+kernels depends on the policy: a cost-based run that follows a fuse-all run of the same script
+often uses none, and an import it does not need slows its main thread, 37 -> 89 ms measured on a
+50 ms script). The thread imports only Numba (never a lafuse module, so it
 cannot deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits
 for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
 """
@@ -31,8 +34,8 @@ SWITCH_INTERVAL = 2e-4  # s, the interpreter's switch interval while the import 
 _THREAD: list[threading.Thread] = []
 
 
-def _key(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+def _key(text: str, policy: str) -> str:
+    return hashlib.sha256(f"{policy}\0{text}".encode()).hexdigest()[:24]
 
 
 def _read() -> dict[str, int]:
@@ -43,18 +46,20 @@ def _read() -> dict[str, int]:
     return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
 
 
-def wanted(text: str) -> bool:
-    """The last run of this script used kernels (so this one will start Numba anyway)."""
-    return _read().get(_key(text), 0) > 0
+def wanted(text: str, policy: str) -> bool:
+    """The last run of this script under this fusion policy used kernels (so this one will start Numba
+    anyway)."""
+    return _read().get(_key(text, policy), 0) > 0
 
 
-def record(text: str, kernels: int) -> None:
+def record(text: str, policy: str, kernels: int) -> None:
     """Remember how many kernels this run of the script used (atomically; the newest entries win)."""
     old = _read()
-    if old.get(_key(text)) == kernels:
+    key = _key(text, policy)
+    if old.get(key) == kernels:
         return
-    data = {k: v for k, v in old.items() if k != _key(text)}
-    data[_key(text)] = int(kernels)
+    data = {k: v for k, v in old.items() if k != key}
+    data[key] = int(kernels)
     if len(data) > MAX_SCRIPTS:
         data = dict(list(data.items())[-MAX_SCRIPTS:])
     write_json(cache_path(FILE), data)
