@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+BENCH_STAMP := $(VENV)/.bench-installed
+
+.PHONY: install run test lint bench bench-full clean
 
 $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || { echo "installing Java 17 for the SystemDS conformance tests"; \
@@ -23,15 +25,19 @@ run: install
 test: install
 	$(BIN)/python -m pytest tests
 
-bench: install
-	$(BIN)/python benchmarks/dense_ops.py
-	$(BIN)/python benchmarks/systemds_algorithms.py
-	$(BIN)/lafuse calibrate
-	$(BIN)/python benchmarks/cost_accuracy.py
-	$(BIN)/python benchmarks/fusion.py --quick
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+# the suite of benchmarks/suite.py: results/bench-<timestamp>.json and docs/benchmarks.md (quick: < 10 min)
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/suite.py --quick
+
+bench-full: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/suite.py
 
 lint: install
-	$(BIN)/ruff check lafuse tests
+	$(BIN)/ruff check lafuse tests benchmarks
 	$(BIN)/mypy lafuse
 
 clean:

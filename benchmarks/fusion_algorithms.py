@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from harness import lafuse_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAFUSE = os.path.join(os.path.dirname(sys.executable), "lafuse")
@@ -86,17 +87,6 @@ def make_data(d: str, rows: int, n_sparse: int, cols: int = 10) -> dict[str, str
         f.write(f'{{"data_type": "matrix", "value_type": "double", "rows": {n_sparse}, "cols": {n_sparse}, '
                 f'"nnz": {S.nnz}, "format": "text"}}')
     return paths
-
-
-def lafuse_env(cache: str) -> dict[str, str]:
-    """Environment of a measured ``lafuse run``: its own plan cache, and Python's bytecode cache on
-    as in an installed package. Why: with PYTHONDONTWRITEBYTECODE set (as in some sandboxes and CI
-    images), every run compiles lafuse's sources again, and the code generator's modules, which only
-    fused runs import, cost ~40 ms more per run (measured: importing the primitives 0.071 s without
-    bytecode, 0.032 s with)."""
-    env = dict(os.environ, LAFUSE_CODEGEN_CACHE=cache)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
 
 
 def run_once(script: str, data: dict[str, str], flags: list[str], cache: str) -> dict[str, object]:

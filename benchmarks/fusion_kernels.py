@@ -4,8 +4,9 @@ One kernel per workload, each a single parallel pass over its inputs (``prange``
 ``fastmath``, float64), so it reads every input once and materializes no intermediate:
 
 * ``cell3_dense`` / ``cell3_csr``: ``sum(X*Y*Z)`` (dense; CSR with a three-way index intersection)
-* ``magg2_dense``: ``sum(X*Y)`` and ``sum(X*Z)`` in one pass over X, Y and Z
-* ``mmchain``: ``t(X) %*% (X %*% v)`` row by row, one partial result vector per chunk of rows
+* ``magg2_dense`` / ``magg2_csr``: ``sum(X*Y)`` and ``sum(X*Z)`` in one pass over X, Y and Z
+* ``mmchain`` / ``mmchain_mat`` / ``mmchain_csr``: ``t(X) %*% (X %*% v)`` (or a V of few columns) row by
+  row, one partial result per chunk of rows
 * ``outer_log_sum``: ``sum(X * log(U %*% t(V) + eps))`` over the non-zeros of the CSR matrix X only
 * ``outer_div_mm``: ``(X / (U %*% t(V) + eps)) %*% V`` over the non-zeros of X only
 
@@ -175,3 +176,75 @@ def stream_sum(x, nchunks):  # pragma: no cover - compiled
     for c in nb.prange(nchunks):
         part[c] = _dot(x[c * step:min(n, (c + 1) * step)], x[c * step:min(n, (c + 1) * step)])
     return part.sum()
+
+
+@nb.njit(inline="always", cache=True)
+def _intersect_dot(ap, ae, ai, av, bp, be, bi, bv):  # pragma: no cover - compiled
+    """Sum of a*b over the common columns of two sorted CSR rows."""
+    s = 0.0
+    while ap < ae and bp < be:
+        ca, cb = ai[ap], bi[bp]
+        if ca == cb:
+            s += av[ap] * bv[bp]
+            ap += 1
+            bp += 1
+        elif ca < cb:
+            ap += 1
+        else:
+            bp += 1
+    return s
+
+
+@nb.njit(**_OPTS)
+def magg2_csr(n, xp, xi, xv, yp, yi, yv, zp, zi, zv):  # pragma: no cover - compiled
+    """``sum(X*Y)`` and ``sum(X*Z)`` over CSR rows: one pass over X's row for both intersections."""
+    p1 = np.zeros(n)
+    p2 = np.zeros(n)
+    for i in nb.prange(n):
+        p1[i] = _intersect_dot(xp[i], xp[i + 1], xi, xv, yp[i], yp[i + 1], yi, yv)
+        p2[i] = _intersect_dot(xp[i], xp[i + 1], xi, xv, zp[i], zp[i + 1], zi, zv)
+    return p1.sum(), p2.sum()
+
+
+@nb.njit(**_OPTS)
+def mmchain_mat(x, v, nchunks):  # pragma: no cover - compiled
+    """``t(X) %*% (X %*% V)`` for a V of few columns, reading X once (as ``mmchain``, per column of V)."""
+    n, m = x.shape
+    k = v.shape[1]
+    vt = np.ascontiguousarray(v.T)
+    parts = np.zeros((nchunks, m, k))
+    step = (n + nchunks - 1) // nchunks
+    for c in nb.prange(nchunks):
+        acc = parts[c]
+        q = np.zeros(k)
+        for i in range(c * step, min(n, (c + 1) * step)):
+            for t in range(k):
+                q[t] = _dot(x[i], vt[t])
+            for j in range(m):
+                xij = x[i, j]
+                for t in range(k):
+                    acc[j, t] += q[t] * xij
+    out = np.zeros((m, k))
+    for c in range(nchunks):
+        out += parts[c]
+    return out
+
+
+@nb.njit(**_OPTS)
+def mmchain_csr(n, m, xp, xi, xv, v, nchunks):  # pragma: no cover - compiled
+    """``t(X) %*% (X %*% v)`` over a CSR X, one pass over its non-zeros."""
+    parts = np.zeros((nchunks, m))
+    step = (n + nchunks - 1) // nchunks
+    for c in nb.prange(nchunks):
+        acc = parts[c]
+        for i in range(c * step, min(n, (c + 1) * step)):
+            q = 0.0
+            for p in range(xp[i], xp[i + 1]):
+                q += xv[p] * v[xi[p]]
+            for p in range(xp[i], xp[i + 1]):
+                acc[xi[p]] += q * xv[p]
+    out = np.zeros((m, 1))
+    for c in range(nchunks):
+        for j in range(m):
+            out[j, 0] += parts[c, j]
+    return out

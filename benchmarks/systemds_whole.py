@@ -28,8 +28,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from conformance import algodata, compare, corpus, sds  # noqa: E402
-from fusion import JavaRunner  # noqa: E402
-from fusion_algorithms import lafuse_env  # noqa: E402
+from harness import JavaRunner, lafuse_env  # noqa: E402
 
 DRIVERS = ("l2svm", "multiLogReg")
 LAFUSE_CONFIGS = {"lafuse no fusion": ["--no-codegen"], "lafuse fusion cold": ["--codegen"],

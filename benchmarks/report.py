@@ -1,0 +1,440 @@
+"""Regenerate the benchmark report (``docs/benchmarks.md`` and its plots) from a results JSON of ``suite.py``.
+
+The report is derived entirely from the JSON so that the numbers in the documentation can always be traced
+back to one recorded run, and so that a report can be rebuilt (new layout, fixed typo) without re-running
+hours of benchmarks. It contains: how the run was produced (command, date, commit, machine, read
+bandwidths) and how to read the numbers; the micro-benchmark operation times of every system next to the
+bandwidth limit, and the same as ratios to NumPy; per data size, the algorithm times, the whole-process wall
+times of lafuse and SystemDS, and ratios to NumPy; the compile overhead of lafuse with a cold and a warm plan
+and kernel cache; and bar charts of all of these.
+
+Runs fail in parts (a system missing, a timeout, a wrong result), so every number may be null or missing:
+such cells print ``-`` rather than stopping the report, skipped systems show their reason as a footnote,
+and failing result checks are flagged in the cell so that a fast but wrong time is never read as a win.
+
+Usage: ``python benchmarks/report.py [JSON] [--out docs/benchmarks.md] [--plots-dir docs/benchmarks]``
+(default JSON: the newest ``benchmarks/results/bench-*.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+DEFAULT_OUT = HERE.parent / "docs" / "benchmarks.md"
+DEFAULT_PLOTS = HERE.parent / "docs" / "benchmarks"
+BASELINE = "numpy"
+SIZE_ORDER = ("small", "large")
+SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+COMPILE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dags", "DAGs optimized"), ("fused_ops", "fused ops"), ("cplans", "CPlans"),
+    ("memo_entries", "memo entries"), ("partitions", "partitions"), ("points", "points"),
+    ("plans_total", "plans total"), ("plans_evaluated", "plans evaluated"), ("pruned_cost", "pruned cost"),
+    ("pruned_structural", "pruned structure"), ("optimizer_s", "optimizer s"),
+    ("kernels_compiled", "kernels compiled"), ("compile_s", "compile s"), ("disk_hits", "disk hits"),
+    ("mem_hits", "mem hits"), ("load_s", "load s"), ("numba_import_s", "Numba import s"),
+    ("deferred", "deferred"), ("wall_s", "wall s"),
+)
+
+
+def num(x: Any) -> float | None:
+    """Failed runs leave nulls, strings or NaN where a number belongs; all of them read as "no number"."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def sig3(x: Any, scale: float = 1.0) -> str:
+    """Three significant digits, never scientific notation, so columns of times stay comparable by eye."""
+    v = num(x)
+    if v is None:
+        return "-"
+    r = float(f"{v * scale:.3g}")
+    if r == 0 or abs(r) >= 100:
+        return f"{r:.0f}"
+    return f"{r:.{2 - math.floor(math.log10(abs(r)))}f}"
+
+
+def count(x: Any) -> str:
+    v = num(x)
+    return "-" if v is None else (str(int(v)) if v == int(v) else sig3(v))
+
+
+def cell_text(s: Any) -> str:
+    """Free text from the JSON (errors, data descriptions) must not break the markdown table."""
+    return " ".join(str(s).split()).replace("|", "\\|")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+class Footnotes:
+    """Skip reasons and errors are long and repeat across cells; numbering them once keeps tables narrow."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> str:
+        text = cell_text(text)
+        if text not in self.texts:
+            self.texts.append(text)
+        return str(self.texts.index(text) + 1).translate(SUPERSCRIPT)
+
+    def lines(self) -> list[str]:
+        notes = [f"{str(i + 1).translate(SUPERSCRIPT)} {t}  " for i, t in enumerate(self.texts)]
+        return [""] + notes if notes else []
+
+
+def label(report: dict[str, Any], key: str) -> str:
+    return str((report.get("system_labels") or {}).get(key) or key)
+
+
+def entry(bench: dict[str, Any], key: str) -> dict[str, Any]:
+    e = (bench.get("systems") or {}).get(key)
+    return e if isinstance(e, dict) else {}
+
+
+def flag(e: dict[str, Any], notes: Footnotes) -> str:
+    """A wrong or missing result must be visible next to its time, not only in a log."""
+    check = e.get("check")
+    out = ""
+    if isinstance(check, str) and check.strip() not in ("", "ok", "-"):
+        check = check.strip()
+        if check.upper().startswith("MISMATCH"):
+            out = " ⚠ " + cell_text(check)
+        else:
+            short = check.split(":")[0].strip()
+            out = " ⚠ " + cell_text(short) + (notes.mark(check) if short != check else "")
+    if e.get("note"):
+        out += notes.mark(str(e["note"]))
+    return out
+
+
+def time_cell(e: dict[str, Any], notes: Footnotes, scale: float, med: str = "op_median",
+              lo: Any = None, hi: Any = None) -> str:
+    if e.get("skipped"):
+        return "n/a" + notes.mark(str(e["skipped"]))
+    if lo is None and hi is None:
+        lo, hi = e.get("op_min"), e.get("op_max")
+    text = sig3(e.get(med), scale)
+    if text != "-" and num(lo) is not None and num(hi) is not None and num(lo) != num(hi):
+        text += f" ({sig3(lo, scale)}–{sig3(hi, scale)})"
+    return text + flag(e, notes)
+
+
+def ratio_cell(value: Any, base: float | None) -> str:
+    v = num(value)
+    return "-" if v is None or not base else sig3(v / base)
+
+
+def limit_cell(bench: dict[str, Any], scale: float) -> str:
+    profile, measured = bench.get("bandwidth_limit"), bench.get("bandwidth_limit_measured")
+    return f"{sig3(profile, scale)} / {sig3(measured, scale)}"
+
+
+def ratio_table(report: dict[str, Any], benches: list[dict[str, Any]], systems: list[str],
+                first: Callable[[dict[str, Any]], str], notes: Footnotes, what: str) -> list[str]:
+    """Ratios make systems comparable across benchmarks of very different sizes; NumPy is the baseline
+    every reader knows."""
+    if BASELINE not in systems:
+        return ["", "_No NumPy times in this run, so no ratios._"]
+    rows = []
+    for b in benches:
+        base = num(entry(b, BASELINE).get("op_median"))
+        row = [first(b)]
+        for key in systems:
+            e = entry(b, key)
+            if e.get("skipped"):
+                row.append("n/a" + notes.mark(str(e["skipped"])))
+                continue
+            bad = isinstance(e.get("check"), str) and e["check"].strip() not in ("", "ok", "-")
+            row.append(ratio_cell(e.get("op_median"), base) + (" ⚠" if bad else ""))
+        row.append(ratio_cell(b.get("bandwidth_limit"), base))
+        rows.append(row)
+    header = [what] + [label(report, k) for k in systems] + ["bandwidth limit"]
+    return ["", f"Times as x of {label(report, BASELINE)} (lower is better):", ""] + table(header, rows)
+
+
+def colors(systems: list[str]) -> dict[str, Any]:
+    """One color per system in every plot, so a reader can follow a system from chart to chart."""
+    cmap = colormaps["tab10" if len(systems) <= 10 else "tab20"]
+    return {k: cmap(i % cmap.N) for i, k in enumerate(systems)}
+
+
+def bar_plot(path: Path, groups: list[str], series: list[tuple[str, Any, list[float | None]]],
+             ylabel: str, title: str, log: bool = True,
+             limits: list[tuple[float | None, float | None]] | None = None) -> bool:
+    """Bars only for values that exist (a missing bar reads as "did not run", a zero bar as "free"); the
+    bandwidth limit per group is a tick across the group, the floor no system can beat."""
+    present: list[list[tuple[str, Any, float]]] = [
+        [(name, color, v) for name, color, vals in series
+         if (v := vals[g]) is not None and (v > 0 or not log)] for g in range(len(groups))]
+    if not any(present):
+        return False
+    fig = Figure(figsize=(12, 5.5))
+    ax = fig.add_subplot()
+    width = min(0.2, 0.84 / max(len(p) for p in present))
+    for g, bars in enumerate(present):
+        left = g - width * max(len(bars), 1) / 2
+        for i, (_, color, v) in enumerate(bars):
+            drawn = ax.bar(left + width * (i + 0.5), v, width, color=color)
+            if not log:  # few bars on a linear scale: the value itself is the point, and zero is visible
+                ax.bar_label(drawn, [sig3(v)], padding=2)
+        for value, solid in zip(limits[g] if limits else (), (True, False)):
+            if value is not None and (value > 0 or not log):
+                ax.hlines(value, left - 0.03, g + (g - left) + 0.03, colors="black" if solid else "dimgray",
+                          linestyles="solid" if solid else "dotted", linewidth=2)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    if log:
+        ax.set_yscale("log")
+        ticks = [v for lim in limits or [] for v in lim if v is not None and v > 0]
+        lows = [v for bars in present for _, _, v in bars] + ticks
+        ax.set_ylim(bottom=min(lows) / 1.6)  # room below the lowest bar or limit tick
+        # plain numbers at 1, 2, 5 x 10^k instead of matplotlib's 2x10^1 mantissa labels
+        plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "125" else "")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+    tilt = len(groups) > 6
+    ax.set_xticks(range(len(groups)), groups, rotation=20 if tilt else 0, ha="right" if tilt else "center",
+                  rotation_mode="anchor")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3, which="both")
+    ax.set_axisbelow(True)
+    used = {name for bars in present for name, _, _ in bars}
+    handles: list[Any] = [Patch(color=c, label=n) for n, c, _ in series if n in used]
+    if limits:
+        handles += [Line2D([], [], color="black", lw=2, label="bandwidth limit (profile)"),
+                    Line2D([], [], color="dimgray", lw=2, ls=":", label="bandwidth limit (measured)")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2 if tilt else -0.12),
+              ncol=min(5, len(handles)), frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # no Software/date chunks: the same JSON gives byte-identical PNGs, so regenerating shows no diff
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    return True
+
+
+def time_plot(report: dict[str, Any], benches: list[dict[str, Any]], systems: list[str], path: Path,
+              scale: float, unit: str, title: str) -> bool:
+    def scaled(x: Any) -> float | None:
+        v = num(x)
+        return None if v is None else v * scale
+
+    cmap = colors(systems)
+    series = [(label(report, k), cmap[k], [None if entry(b, k).get("skipped")
+                                           else scaled(entry(b, k).get("op_median")) for b in benches])
+              for k in systems]
+    limits = [(scaled(b.get("bandwidth_limit")), scaled(b.get("bandwidth_limit_measured"))) for b in benches]
+    groups = [str(b.get("algorithm") or b.get("name") or "?") for b in benches]
+    return bar_plot(path, groups, series, unit, title, limits=limits)
+
+
+class Doc:
+    """Markdown lines plus paths made relative to the markdown file, so the docs work wherever they are
+    checked out or rendered (GitHub, a local viewer)."""
+
+    def __init__(self, out: Path, plots_dir: Path) -> None:
+        self.out, self.plots_dir = out, plots_dir
+        self.lines: list[str] = []
+
+    def rel(self, target: Path) -> str:
+        return Path(os.path.relpath(target.resolve(), self.out.resolve().parent)).as_posix()
+
+    def plot(self, name: str, alt: str, make: Callable[[Path], bool]) -> None:
+        path = self.plots_dir / name
+        if make(path):
+            self.lines += ["", f"![{alt}]({self.rel(path)})"]
+
+
+def header(doc: Doc, report: dict[str, Any], json_path: Path) -> None:
+    m = report.get("machine") or {}
+    libs = [f"{name} {m[k]}" for k, name in (("python", "Python"), ("numpy", "NumPy"), ("numba", "Numba"),
+                                            ("jax", "JAX"), ("numexpr", "numexpr"), ("systemds", "SystemDS"))
+            if m.get(k)]
+    missing = [name for k, name in (("jax", "JAX"), ("numexpr", "numexpr"), ("systemds", "SystemDS"))
+               if k in m and not m.get(k)]
+    profile = report.get("profile")
+    bw, source = (list(profile) + [None, None])[:2] if isinstance(profile, list | tuple) else (None, None)
+    reps, inner = report.get("reps", "-"), report.get("inner", "-")
+    doc.lines += [
+        "# Benchmarks", "",
+        f"Generated by `benchmarks/report.py` from [`{json_path.name}`]({doc.rel(json_path)}); do not edit "
+        "by hand, rerun `python benchmarks/report.py` instead.", "",
+        f"- command: `{report.get('command') or '-'}`"
+        + (" (quick: reduced sizes)" if report.get("quick") else ""),
+        f"- started: {report.get('started') or '-'}, commit `{report.get('commit') or '-'}`, "
+        f"total {sig3(report.get('total_seconds'))} s, {reps} rounds × {inner} inner iterations",
+        f"- machine: {count(m.get('cpus'))} CPUs, " + ", ".join(libs)
+        + (f" (not installed: {', '.join(missing)})" if missing else "") + f"; {m.get('platform') or '-'}",
+        f"- read bandwidth: {sig3(bw, 1e-9)} GB/s (lafuse hardware profile, {source or 'unknown source'}), "
+        f"{sig3(report.get('measured_read_bw'), 1e-9)} GB/s measured (parallel Numba read pass)", "",
+        f"**How to read.** Times are medians over {reps} interleaved rounds (each round runs every system "
+        "once, in turn), with (min–max) when the samples spread. Micro-benchmarks time the operation "
+        f"inside the DML script for lafuse and SystemDS ({inner} iterations per process, the first one "
+        "excluded) and in-process after one warm-up call for NumPy, numexpr, JAX and Numba. Algorithms "
+        "time the algorithm inside the script (`time()` around it, one run per process); for lafuse and "
+        "SystemDS the whole-process wall time (start-up, compilation, reading the data) is given as well. "
+        "Each lafuse fusion policy runs every benchmark once untimed first (fuse-all's run, with an empty "
+        "plan and kernel cache, is the cold row of the compile-overhead table), so the timed runs show the "
+        "state from a script's second run on; JAX's compilation is in its warm-up call. "
+        "The bandwidth limit is the bytes that must be read (× passes for algorithms) over the read "
+        "bandwidth, with the profile's bandwidth / the measured one. Ratios are x of NumPy (time / NumPy "
+        "time, lower is better). ⚠ marks a result that does not match NumPy's or a failed run; n/a marks a "
+        "system that cannot run the benchmark, with the reason below the table.",
+    ]
+
+
+def micro_section(doc: Doc, report: dict[str, Any], benches: list[dict[str, Any]],
+                  systems: list[str]) -> None:
+    notes = Footnotes()
+    rows = [[cell_text(b.get(f) or "-") for f in ("name", "expr", "data")]
+            + [time_cell(entry(b, k), notes, 1e3) for k in systems] + [limit_cell(b, 1e3)] for b in benches]
+    doc.lines += ["", "## Micro-benchmarks", "", "Operation time in ms:", ""]
+    doc.lines += table(["benchmark", "expression", "data"] + [label(report, k) for k in systems]
+                       + ["bandwidth limit (profile / measured)"], rows)
+    doc.lines += ratio_table(report, benches, systems, lambda b: cell_text(b.get("name") or "-"), notes,
+                             "benchmark")
+    doc.lines += notes.lines()
+    doc.plot("micro.png", "micro-benchmark times", lambda p: time_plot(
+        report, benches, systems, p, 1e3, "operation time (ms, log)", "Micro-benchmarks"))
+
+
+def algorithm_section(doc: Doc, report: dict[str, Any], size: str, benches: list[dict[str, Any]],
+                      systems: list[str]) -> None:
+    notes = Footnotes()
+
+    def name(b: dict[str, Any]) -> str:
+        return cell_text(b.get("algorithm") or b.get("name") or "-")
+
+    rows = [[name(b), cell_text(b.get("data") or "-")] + [time_cell(entry(b, k), notes, 1.0) for k in systems]
+            + [limit_cell(b, 1.0), count(b.get("passes"))] for b in benches]
+    doc.lines += ["", f"## Algorithms, {size or 'unsized'} data", "", "Algorithm time in s:", ""]
+    doc.lines += table(["algorithm", "data"] + [label(report, k) for k in systems]
+                       + ["bandwidth limit (profile / measured)", "passes"], rows)
+    walled = [k for k in systems if k.startswith(("lafuse", "systemds"))
+              or any(num(entry(b, k).get("wall_median")) is not None for b in benches)]
+    if walled:
+        def wall(e: dict[str, Any]) -> str:
+            walls = [w for w in (num(x) for x in e.get("walls") or []) if w is not None]
+            lo, hi = (min(walls), max(walls)) if walls else (None, None)
+            return time_cell(e, notes, 1.0, "wall_median", lo, hi)
+
+        doc.lines += ["", "Whole-process wall time in s (start-up, compilation, reading the data, the "
+                      "algorithm):", ""]
+        doc.lines += table(["algorithm"] + [label(report, k) for k in walled],
+                           [[name(b)] + [wall(entry(b, k)) for k in walled] for b in benches])
+    doc.lines += ratio_table(report, benches, systems, name, notes, "algorithm")
+    doc.lines += notes.lines()
+    slug = size or "unsized"
+    doc.plot(f"algorithms-{slug}.png", f"algorithm times, {slug} data", lambda p: time_plot(
+        report, benches, systems, p, 1.0, "algorithm time (s, log)", f"Algorithms, {slug} data"))
+
+
+def compile_section(doc: Doc, report: dict[str, Any], rows: list[dict[str, Any]], systems: list[str]) -> None:
+    bench_order = list(dict.fromkeys(str(r.get("benchmark") or "-") for r in rows))
+    caches = {"cold": 0, "warm": 1}
+
+    def key(r: dict[str, Any]) -> tuple[int, int, int, str]:
+        s = str(r.get("system") or "-")
+        return (bench_order.index(str(r.get("benchmark") or "-")),
+                systems.index(s) if s in systems else len(systems), caches.get(str(r.get("cache")), 2), s)
+
+    rows = sorted(rows, key=key)
+    notes = Footnotes()
+
+    def first(r: dict[str, Any]) -> list[str]:
+        error = " ⚠" + notes.mark(str(r["error"])) if r.get("error") else ""
+        return [cell_text(r.get("benchmark") or "-"), cell_text(label(report, str(r.get("system") or "-"))),
+                cell_text(r.get("cache") or "-") + error]
+
+    cells = [first(r) + [sig3(r.get(k)) if k.endswith("_s") else count(r.get(k)) for k, _ in COMPILE_COLUMNS]
+             for r in rows]
+    doc.lines += ["", "## Compile overhead", "",
+                  "Cold: lafuse fuse-all's first run of the benchmark, with an empty plan and kernel cache "
+                  "(it compiles every kernel it fuses). Warm: the first timed runs of fuse-all and of the "
+                  "cost-based policy, which load those kernels from the disk cache (or, for the cost-based "
+                  "one, leave operators unfused where a kernel would not pay). The partitions, interesting "
+                  "points and plans columns count the plan enumeration (paper 000 Figure 12). Times in s."]
+    doc.lines += [""] + table(["benchmark", "system", "cache"] + [h for _, h in COMPILE_COLUMNS], cells)
+    doc.lines += notes.lines()
+    pairs = list(dict.fromkeys((str(r.get("benchmark") or "-"), str(r.get("system") or "-")) for r in rows))
+    one_system = len({s for _, s in pairs}) == 1
+
+    def values(cache: str) -> list[float | None]:
+        found = {(str(r.get("benchmark") or "-"), str(r.get("system") or "-")): num(r.get("compile_s"))
+                 for r in rows if r.get("cache") == cache}
+        return [found.get(p) for p in pairs]
+
+    groups = [b if one_system else f"{b}\n{label(report, s)}" for b, s in pairs]
+    series = [("cold cache", "tab:blue", values("cold")), ("warm cache", "tab:orange", values("warm"))]
+    doc.plot("compile.png", "kernel compile time, cold and warm cache", lambda p: bar_plot(
+        p, groups, series, "compile time (s)", "Kernel compile time", log=False))
+
+
+def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) -> None:
+    """Entry point for ``suite.py``: write the markdown and the PNGs for one run."""
+    if report.get("schema") not in (None, 1):
+        print(f"report.py: schema {report.get('schema')!r} is newer than 1; rendering what it knows",
+              file=sys.stderr)
+    benches = [b for b in report.get("benchmarks") or [] if isinstance(b, dict)]
+    systems = [str(s) for s in report.get("systems") or []]
+    for b in benches:  # systems the list forgot still get a column, after the listed ones
+        systems += [k for k in b.get("systems") or {} if k not in systems]
+    doc = Doc(out, plots_dir)
+    header(doc, report, json_path)
+    micro = [b for b in benches if b.get("group") != "algorithm"]
+    if micro:
+        micro_section(doc, report, micro, systems)
+    algos = [b for b in benches if b.get("group") == "algorithm"]
+    sizes = list(dict.fromkeys([s for s in SIZE_ORDER if any(b.get("size") == s for b in algos)]
+                               + [str(b.get("size") or "") for b in algos]))
+    for size in sizes:
+        algorithm_section(doc, report, size, [b for b in algos if str(b.get("size") or "") == size], systems)
+    compile_rows = [r for r in report.get("compile") or [] if isinstance(r, dict)]
+    if compile_rows:
+        compile_section(doc, report, compile_rows, systems)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(doc.lines) + "\n", encoding="utf-8")
+
+
+def newest_results() -> Path:
+    found = sorted(RESULTS.glob("bench-*.json"))
+    if not found:
+        raise SystemExit(f"report.py: no bench-*.json in {RESULTS}; run `make bench` or name a JSON file")
+    return found[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("json", nargs="?", type=Path,
+                    help="results JSON (default: the newest benchmarks/results/bench-*.json)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="markdown (default: docs/benchmarks.md)")
+    ap.add_argument("--plots-dir", type=Path, default=DEFAULT_PLOTS,
+                    help="PNG directory (default: docs/benchmarks)")
+    args = ap.parse_args(argv)
+    json_path: Path = args.json or newest_results()
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    render(report, json_path, args.out, args.plots_dir)
+    print(f"wrote {args.out} and plots in {args.plots_dir} from {json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

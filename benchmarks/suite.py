@@ -1,0 +1,218 @@
+"""The benchmark suite behind ``make bench`` (``--quick``, under 10 minutes here) and ``make bench-full``:
+the micro-benchmarks (``micro.py``) and the end-to-end algorithms at two sizes (``algorithms.py``) on
+every system, interleaved in one run, then the report.
+
+Systems: lafuse without codegen, with fuse-all, fuse-no-redundancy and cost-based fusion; SystemDS 3.4
+with codegen off and on (operation time inside the script, and whole-process wall time); NumPy/SciPy;
+numexpr where it applies; JAX ``jit`` on the CPU in float64; a hand-written Numba kernel (micro only);
+and the bandwidth limit (bytes that must be read, times the passes an algorithm makes over its data, over
+the read bandwidth ``lafuse calibrate`` measured). A system that cannot run a benchmark is listed with the
+reason. How each is timed: ``harness.py``.
+
+Output: ``benchmarks/results/bench-<timestamp>.json`` and the report regenerated from it
+(``docs/benchmarks.md`` with PNG plots in ``docs/benchmarks/``, ``report.py``).
+
+    .venv/bin/python benchmarks/suite.py [--quick] [--reps N] [--inner K] [--only NAME ...] [--no-systemds]
+        [--json PATH] [--no-report]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import algorithms
+import micro
+import numpy as np
+from harness import (
+    ROOT,
+    DataSet,
+    JavaRunner,
+    SystemResult,
+    Workload,
+    _profile,
+    bench_workload,
+    fk,
+    measured_read_bw,
+    optional_module,
+    rel_diff,
+    write_lafuse,
+    write_systemds,
+)
+
+SYSTEM_LABELS = {
+    "lafuse": "lafuse no codegen", "lafuse-fuse-all": "lafuse fuse-all",
+    "lafuse-fuse-no-redundancy": "lafuse fuse-no-redundancy", "lafuse-cost": "lafuse cost-based",
+    "systemds-codegen-off": "SystemDS codegen off", "systemds-codegen-on": "SystemDS codegen on",
+    "numpy": "NumPy/SciPy", "numexpr": "numexpr", "jax": "JAX jit", "numba": "hand-written Numba",
+}
+
+
+def check(summary: dict[str, Any], ref: tuple[float, ...], tol: float) -> str:
+    if summary["skipped"]:
+        return "-"
+    if summary["error"]:
+        return "ERROR: " + summary["error"]
+    if not summary["results"]:
+        return "no result"
+    rd = rel_diff(tuple(summary["results"]), ref)
+    return "ok" if rd <= tol else f"MISMATCH rel {rd:.1e}"
+
+
+def entry(w: Workload, systems: list[SystemResult], extra: dict[str, Any]) -> dict[str, Any]:
+    by = {s.name: s.summary() for s in systems}
+    ref = tuple(by["numpy"]["results"])
+    for d in by.values():
+        d["check"] = check(d, ref, w.rel_tol)
+    return {"name": w.name, "group": w.group, "size": w.size, "algorithm": w.algorithm, "expr": w.expr,
+            "data": extra["data"], "bandwidth_limit": extra["bandwidth_limit"],
+            "bandwidth_limit_measured": extra["bandwidth_limit_measured"],
+            "bytes_read_once": extra["bytes_read_once"], "passes": extra["passes"], "reference": list(ref),
+            "systems": by}
+
+
+def ensure_profile(console: Any) -> None:
+    """The bandwidth limit and the cost-based decisions need this machine's profile, not the defaults."""
+    from lafuse.cost import profile
+
+    if profile.load().source == "default":
+        with console.status("no hardware profile yet: lafuse calibrate"):
+            subprocess.run([sys.executable, "-m", "lafuse", "calibrate"], check=True, capture_output=True)
+
+
+def _version(mod: Any) -> str | None:
+    return getattr(mod, "__version__", None) if mod is not None else None
+
+
+def _commit() -> str:
+    p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return p.stdout.strip() or "unknown"
+
+
+def workloads(quick: bool, only: set[str] | None) -> list[tuple[Workload, Any]]:
+    """(workload, data-set maker) in run order: micro-benchmarks, then the algorithms, small then large."""
+    out: list[tuple[Workload, Any]] = [(w, lambda w=w: micro.generate(w.data, quick)) for w in micro.WORKLOADS]
+    for size in ("small", "large"):
+        out += [(algorithms.workload(alg, size), lambda alg=alg, size=size: algorithms.generate(alg, size, quick))
+                for alg in algorithms.ALGORITHMS]
+    return [(w, g) for w, g in out if only is None or w.name in only or w.group in only
+            or w.name.rsplit("-", 1)[0] in only]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, one round (make bench)")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved rounds (default: quick 1, full 3)")
+    ap.add_argument("--inner", type=int, default=None,
+                    help="timed iterations per micro-benchmark process (default: quick 3, full 5); the first "
+                         "is reported apart")
+    ap.add_argument("--only", action="append", default=None, metavar="NAME",
+                    help="benchmarks, algorithms or groups (micro, algorithm) to run; repeatable or comma list")
+    ap.add_argument("--no-systemds", action="store_true", help="leave SystemDS out")
+    ap.add_argument("--sds-heap", default=None, help="SystemDS JVM -Xmx (default quick 4g, full 16g)")
+    ap.add_argument("--json", default=None, help="results file (default benchmarks/results/bench-<timestamp>.json)")
+    ap.add_argument("--no-report", action="store_true", help="do not regenerate docs/benchmarks.md")
+    a = ap.parse_args(argv)
+    a.reps = a.reps or (1 if a.quick else 3)
+    a.inner = max(2, a.inner or (3 if a.quick else 5))
+    only = {n for x in a.only for n in x.split(",")} if a.only else None
+    todo = workloads(a.quick, only)
+    if not todo:
+        ap.error(f"nothing matches --only {sorted(only or ())}")
+
+    from rich.console import Console
+
+    console = Console(width=150)
+    ensure_profile(console)
+    with console.status("read bandwidth"):
+        a.measured_bw = measured_read_bw()
+    mods = {"numexpr": optional_module("numexpr", False), "jax": optional_module("jax", False)}
+    if mods["jax"][0] is not None:
+        mods["jax"][0].config.update("jax_enable_x64", True)
+        mods["jax"][0].config.update("jax_platforms", "cpu")
+    java, java_note, sds_version = None, "", None
+    if a.no_systemds:
+        java_note = "not run (--no-systemds)"
+    else:
+        try:
+            java = JavaRunner(a.sds_heap or ("4g" if a.quick else "16g"))
+            sds_version = java.sds.systemds_version()
+        except Exception as e:
+            java_note = f"unavailable: {e}"
+    stamp = datetime.now()
+    out_json = Path(a.json) if a.json else ROOT / "results" / f"bench-{stamp:%Y%m%d-%H%M%S}.json"
+    report: dict[str, Any] = {
+        "schema": 1, "command": "make bench" if a.quick else "make bench-full", "quick": a.quick,
+        "reps": a.reps, "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+                    "numba": fk.nb.__version__, "platform": platform.platform(),
+                    "jax": _version(mods["jax"][0]), "numexpr": _version(mods["numexpr"][0]),
+                    "systemds": sds_version},
+        "measured_read_bw": a.measured_bw, "profile": list(_profile()), "systems": list(SYSTEM_LABELS),
+        "system_labels": SYSTEM_LABELS, "benchmarks": [], "compile": [],
+    }
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lafuse-bench-") as d:
+        tmp = Path(d)
+        datasets: dict[str, DataSet] = {}
+        with console.status("data: generating, writing for lafuse and SystemDS"):
+            for w, gen in todo:
+                if w.data not in datasets:
+                    datasets[w.data] = gen()
+                    write_lafuse(datasets[w.data], tmp)
+            if java is not None:
+                write_systemds(list(datasets.values()), tmp, java)
+        report["data_seconds"] = time.perf_counter() - t_start
+        console.print(f"data: {len(datasets)} data sets in {report['data_seconds']:.0f} s")
+        for i, (w, _) in enumerate(todo):
+            with console.status(f"[{i + 1}/{len(todo)}] {w.name}") as status:
+                systems, extra = bench_workload(w, datasets[w.data], a, tmp, java, java_note, mods,
+                                                lambda msg, i=i: status.update(f"[{i + 1}/{len(todo)}] {msg}"))
+            e = entry(w, systems, extra)
+            report["benchmarks"].append(e)
+            report["compile"] += extra["compile"]
+            console.print(summary_line(e))
+    report["total_seconds"] = time.perf_counter() - t_start
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    import json
+
+    out_json.write_text(json.dumps(report, indent=1))
+    console.print(f"total {report['total_seconds']:.0f} s; results in {out_json}")
+    if not a.no_report:
+        import report as rep
+
+        md = ROOT.parent / "docs" / "benchmarks.md"
+        rep.render(report, out_json, md, md.parent / "benchmarks")
+        console.print(f"report: {md}")
+    failed = [(e["name"], k, s["check"][:60]) for e in report["benchmarks"] for k, s in e["systems"].items()
+              if s["check"] not in ("ok", "-")]
+    if failed:
+        console.print(f"[bold red]failed or wrong results (in the report): {failed}[/]")
+    # the suite fails on lafuse's errors and on anyone's wrong results; another system's crash is a
+    # finding the report shows (SystemDS 3.4's codegen fails on MLogreg's CG), not a failed run
+    return 1 if any(k.startswith("lafuse") or not c.startswith("ERROR") for _, k, c in failed) else 0
+
+
+def summary_line(e: dict[str, Any]) -> str:
+    """One line per benchmark while the suite runs: median ms per system, flags for wrong results."""
+    parts = []
+    for k, s in e["systems"].items():
+        if s["skipped"]:
+            continue
+        t = s["op_median"]
+        flag = "" if s["check"] == "ok" else f" [bold red]{s['check'][:40]}[/]"
+        parts.append(f"{k} {'-' if t is None else f'{t * 1e3:.4g}'}{flag}")
+    bl = e["bandwidth_limit"]
+    return f"[bold]{e['name']}[/] ms: " + ", ".join(parts) + ("" if bl is None else f", limit {bl * 1e3:.3g}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""The benchmark suite compares systems on workloads written several times over (DML, NumPy/SciPy, a
+hand-written Numba kernel): the copies must compute the same thing, or a "faster" entry in
+docs/benchmarks.md could be a different computation. Small sizes here; the suite checks its own runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import algorithms  # noqa: E402
+import micro  # noqa: E402
+from harness import _results, parse_script_output, rel_diff, write_lafuse  # noqa: E402
+
+PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
+
+
+def _tiny(alg: algorithms.Algorithm) -> algorithms.Algorithm:
+    n, m = (300, 300) if alg.sparse else (400, 30)
+    return dataclasses.replace(alg, sizes={"quick": ((n, m), (n, m)), "full": ((n, m), (n, m))})
+
+
+def _lafuse(script: Path, files: dict[str, str], *flags: str) -> tuple[float, ...]:
+    env = {**__import__("os").environ, "LAFUSE_PROFILE": str(PROFILE)}
+    p = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), *flags, "--nvargs",
+                        *[f"{k}={v}" for k, v in files.items()]], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    times, res = parse_script_output(p.stdout.splitlines())
+    assert len(times) == 1
+    return tuple(res)
+
+
+@pytest.mark.parametrize("alg", algorithms.ALGORITHMS, ids=lambda a: a.key)
+def test_algorithm_dml_and_numpy_agree(alg: algorithms.Algorithm, tmp_path: Path) -> None:
+    # unfused and with every fusion the DML computes what the NumPy/SciPy copy computes; the copies
+    # are finite (a NaN in both would agree vacuously)
+    alg = _tiny(alg)
+    ds = algorithms.generate(alg, "small", True)
+    write_lafuse(ds, tmp_path)
+    w = algorithms.workload(alg, "small")
+    script = tmp_path / "alg.dml"
+    script.write_text(w.script(1, ds))
+    ref = _results(w.numpy({k: ds.arrays[k] for k in w.inputs}), w.result)
+    assert len(ref) == alg.n_out and all(np.isfinite(ref))
+    files = {k: ds.lafuse_files[k] for k in w.inputs}
+    for flags in (("--no-codegen",), ("--fusion", "fuse-all")):
+        got = _lafuse(script, files, *flags)
+        assert rel_diff(got, ref) <= 1e-9, (flags, got, ref)
+
+
+@pytest.mark.parametrize("w", micro.WORKLOADS, ids=lambda w: w.name)
+def test_hand_written_kernel_computes_what_numpy_computes(w, monkeypatch) -> None:
+    # the "practical limit" column: each Numba kernel against NumPy/SciPy on small data of the same kind
+    small = {k: ((300, 40), (300, 40)) for k in micro.DATASETS}
+    monkeypatch.setattr(micro, "DATASETS", small)
+    ds = micro.generate(w.data, quick=True)
+    a = {k: ds.arrays[k] for k in w.inputs}
+    assert rel_diff(_results(w.numba(a), w.result), _results(w.numpy(a), w.result)) <= 1e-10
