@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import report  # noqa: E402
 
-
 SYSTEMS = ["lafuse", "lafuse-cost", "systemds-codegen-on", "numpy", "jax"]
 LABELS = {"lafuse": "lafuse no codegen", "lafuse-cost": "lafuse cost-based fusion",
           "systemds-codegen-on": "SystemDS codegen on", "numpy": "NumPy"}  # jax: falls back to the key
