@@ -301,6 +301,24 @@ def header(doc: Doc, report: dict[str, Any], json_path: Path) -> None:
     ]
 
 
+def wall_table(report: dict[str, Any], benches: list[dict[str, Any]], systems: list[str],
+               first: Callable[[dict[str, Any]], str], notes: Footnotes, what: str, work: str) -> list[str]:
+    """What a user waits for: lafuse's and SystemDS's whole process, start-up and compilation included."""
+    walled = [k for k in systems if k.startswith(("lafuse", "systemds"))
+              or any(num(entry(b, k).get("wall_median")) is not None for b in benches)]
+    if not walled:
+        return []
+
+    def wall(e: dict[str, Any]) -> str:
+        walls = [w for w in (num(x) for x in e.get("walls") or []) if w is not None]
+        lo, hi = (min(walls), max(walls)) if walls else (None, None)
+        return time_cell(e, notes, 1.0, "wall_median", lo, hi)
+
+    return (["", f"Whole-process wall time in s (start-up, compilation, reading the data, {work}):", ""]
+            + table([what] + [label(report, k) for k in walled],
+                    [[first(b)] + [wall(entry(b, k)) for k in walled] for b in benches]))
+
+
 def micro_section(doc: Doc, report: dict[str, Any], benches: list[dict[str, Any]],
                   systems: list[str]) -> None:
     notes = Footnotes()
@@ -309,6 +327,8 @@ def micro_section(doc: Doc, report: dict[str, Any], benches: list[dict[str, Any]
     doc.lines += ["", "## Micro-benchmarks", "", "Operation time in ms:", ""]
     doc.lines += table(["benchmark", "expression", "data"] + [label(report, k) for k in systems]
                        + ["bandwidth limit (profile / measured)"], rows)
+    doc.lines += wall_table(report, benches, systems, lambda b: cell_text(b.get("name") or "-"), notes,
+                            "benchmark", "the iterations")
     doc.lines += ratio_table(report, benches, systems, lambda b: cell_text(b.get("name") or "-"), notes,
                              "benchmark")
     doc.lines += notes.lines()
@@ -328,18 +348,7 @@ def algorithm_section(doc: Doc, report: dict[str, Any], size: str, benches: list
     doc.lines += ["", f"## Algorithms, {size or 'unsized'} data", "", "Algorithm time in s:", ""]
     doc.lines += table(["algorithm", "data"] + [label(report, k) for k in systems]
                        + ["bandwidth limit (profile / measured)", "passes"], rows)
-    walled = [k for k in systems if k.startswith(("lafuse", "systemds"))
-              or any(num(entry(b, k).get("wall_median")) is not None for b in benches)]
-    if walled:
-        def wall(e: dict[str, Any]) -> str:
-            walls = [w for w in (num(x) for x in e.get("walls") or []) if w is not None]
-            lo, hi = (min(walls), max(walls)) if walls else (None, None)
-            return time_cell(e, notes, 1.0, "wall_median", lo, hi)
-
-        doc.lines += ["", "Whole-process wall time in s (start-up, compilation, reading the data, the "
-                      "algorithm):", ""]
-        doc.lines += table(["algorithm"] + [label(report, k) for k in walled],
-                           [[name(b)] + [wall(entry(b, k)) for k in walled] for b in benches])
+    doc.lines += wall_table(report, benches, systems, name, notes, "algorithm", "the algorithm")
     doc.lines += ratio_table(report, benches, systems, name, notes, "algorithm")
     doc.lines += notes.lines()
     slug = size or "unsized"
