@@ -181,6 +181,9 @@ class Workload:
     passes: int = 1  # how often the inputs must be read at least (algorithms: outer iterations)
     single: bool = False  # one timed run per process (algorithms), no first iteration apart
     rel_tol: float = REL_TOL
+    # bytes any implementation must read, if fewer than all of the inputs (an outer product over a sparse X
+    # needs only the rows of U and V that X's non-zeros touch)
+    needed_bytes: Callable[[dict], int] | None = None
 
     def script(self, inner: int, ds: DataSet) -> str:
         reads = "".join(f'{n} = read(${n}, format="binary")\n' for n in self.inputs)
@@ -536,8 +539,9 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     if not w.single:
         shutil.rmtree(cache, ignore_errors=True)
     prof = _profile()
-    nbytes = ds.nbytes(w.inputs) * w.passes
-    extra = {"bytes_read_once": ds.nbytes(w.inputs), "passes": w.passes, "read_bw": prof[0], "profile": prof[1],
+    once = w.needed_bytes(ds.arrays) if w.needed_bytes else ds.nbytes(w.inputs)
+    nbytes = once * w.passes
+    extra = {"bytes_read_once": once, "passes": w.passes, "read_bw": prof[0], "profile": prof[1],
              "bandwidth_limit": nbytes / prof[0] if prof[0] else None, "data": ds.shape_str(w.inputs),
              "measured_read_bw": a.measured_bw, "bandwidth_limit_measured": nbytes / a.measured_bw,
              "compile": compile_rows}

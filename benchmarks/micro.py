@@ -149,11 +149,18 @@ SPARSE_NUMEXPR = "n/a (sparse): numexpr evaluates dense arrays only"
 OUTER_NUMPY = "dense U@V.T"
 
 
+def _outer_bytes(a: dict) -> int:
+    """X in CSR, and the rows of U and V its non-zeros touch (at 1e-4, a third of them)."""
+    X, k = a["X"], a["U"].shape[1]
+    rows, cols = np.count_nonzero(np.diff(X.indptr)), np.unique(X.indices).size
+    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + 8 * k * (rows + cols)
+
+
 def _wdivmm(s: float) -> Workload:
     return Workload(f"wdivmm-{s:.0e}", f"(X / (U %*% t(V) + 1e-15)) %*% V, X sparse {s:g}", f"outer-{s:.0e}",
                     ["X", "U", "V"], "R = (X / (U %*% t(V) + 1e-15)) %*% V", "matrix", numpy=_np_outer_div,
                     numba=_nb_outer_div, jax=_jax_outer(True), jax_note="gather over nnz(X)",
-                    numpy_note=OUTER_NUMPY, numexpr_note=SPARSE_NUMEXPR,
+                    numpy_note=OUTER_NUMPY, numexpr_note=SPARSE_NUMEXPR, needed_bytes=_outer_bytes,
                     out_shape=lambda ds: (ds.arrays["X"].shape[0], ds.arrays["V"].shape[1]))
 
 
@@ -189,6 +196,6 @@ WORKLOADS = [
     Workload("outer-log", "sum(X * log(U %*% t(V) + 1e-15)), X sparse 1e-3", "outer-1e-03", ["X", "U", "V"],
              "r = sum(X * log(U %*% t(V) + 1e-15))", "scalar", numpy=_np_outer_log, numba=_nb_outer_log,
              jax=_jax_outer(False), jax_note="gather over nnz(X)", numpy_note=OUTER_NUMPY,
-             numexpr_note=SPARSE_NUMEXPR),
+             numexpr_note=SPARSE_NUMEXPR, needed_bytes=_outer_bytes),
     *[_wdivmm(s) for s in OUTER_SPARSITY],
 ]
