@@ -54,12 +54,13 @@ from harness import (
     DataSet,
     JavaRunner,
     SystemResult,
+    _plain,
     _profile,
     bench_workload,
     fk,
     measured_read_bw,
     optional_module,
-    rel_diff,
+    result_check,
     write_lafuse,
     write_systemds,
 )
@@ -78,16 +79,7 @@ def rows_of(systems: list[SystemResult], extra: dict[str, Any], ref: tuple[float
     for s in systems:
         d = by[s.name]
         med = d["op_median"]
-        if s.skipped:
-            check = "-"
-        elif d["error"]:
-            check = "ERROR: " + d["error"]
-        elif not d["results"]:
-            check = "no result"
-        else:
-            rd = rel_diff(tuple(d["results"]), ref)
-            check = "ok" if rd <= REL_TOL else f"MISMATCH rel {rd:.1e}"
-        d["check"] = check
+        check = d["check"] = result_check(d, ref, REL_TOL)
         rng = "-" if med is None else f"{_ms(d['op_min'])}-{_ms(d['op_max'])}"
         rows.append({
             "system": s.name, "op ms": _ms(med) if not s.skipped else "-", "min-max": rng,
@@ -202,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             md += ["| " + " | ".join(r[c].replace("|", "/") for c in COLUMNS) + " |" for r in rows]
     report["total_seconds"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(report, indent=1))
+    out_json.write_text(json.dumps(report, indent=1, default=_plain))
     if a.markdown:
         print("\n".join(md))
     bad = [(w, r["system"]) for w, v in report["workloads"].items() for r in v["table"]

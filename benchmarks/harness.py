@@ -465,9 +465,54 @@ def _compile_row(w: Workload, system: str, cache: str, r: Run) -> dict[str, Any]
     return {"benchmark": w.name, "system": system, "cache": cache, **r.codegen, "wall_s": r.wall, "error": r.error}
 
 
+def _plain(o: Any) -> Any:
+    """JSON for NumPy scalars (a count or a size computed with NumPy): a lost results file costs a run."""
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def result_check(summary: dict[str, Any], ref: tuple[float, ...], tol: float) -> str:
+    """"ok", or why a system's result cannot be trusted next to its time."""
+    if summary["skipped"]:
+        return "-"
+    if summary["error"]:
+        return "ERROR: " + summary["error"]
+    if not summary["results"]:
+        return "no result"
+    rd = rel_diff(tuple(summary["results"]), ref)
+    return "ok" if rd <= tol else f"MISMATCH rel {rd:.1e}"
+
+
+def cache_of(w: Workload, tmp: Path) -> str:
+    """lafuse's plan and kernel cache for a workload: its own, and an algorithm's two sizes share one (the
+    small size's untimed runs warm it for the large one)."""
+    return str(tmp / f"cache-{w.algorithm or w.name}")
+
+
+def write_script(w: Workload, ds: DataSet, inner: int, tmp: Path) -> Path:
+    script = tmp / f"{w.name}.dml"
+    script.write_text(w.script(inner, ds))
+    return script
+
+
+def first_runs(w: Workload, ds: DataSet, script: Path, tmp: Path,
+               progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Each fusion policy runs the workload once, untimed, with its cache empty at the start; returns the
+    cold compile-overhead row (fuse-all's run: it compiles every kernel it fuses)."""
+    cfgs, cache = _lafuse_configs(tmp), cache_of(w, tmp)
+    row: dict[str, Any] = {}
+    for p in FUSION_POLICIES:
+        progress(f"{w.name}: lafuse-{p} (untimed first run)")
+        r = run_lafuse(script, ds.lafuse_files, cfgs[f"lafuse-{p}"], cache, single=w.single)
+        if p == "fuse-all":
+            row = _compile_row(w, "lafuse-fuse-all", "cold", r)
+    return row
+
+
 def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, java: JavaRunner | None,
-                   java_note: str, mods: dict[str, tuple[Any, str]], progress: Callable[[str], None]
-                   ) -> tuple[list[SystemResult], dict[str, Any]]:
+                   java_note: str, mods: dict[str, tuple[Any, str]], progress: Callable[[str], None],
+                   first: list[dict[str, Any]] | None = None) -> tuple[list[SystemResult], dict[str, Any]]:
     """Every system on one workload, ``a.reps`` interleaved rounds. lafuse's runs share a plan and kernel
     cache of this workload's own (an algorithm's two sizes share one), empty at the start. Each round runs
     fuse-all before the cost-based policy, which then finds fuse-all's kernels on disk. A micro-benchmark
@@ -475,14 +520,19 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     algorithm runs once per process, so each fusion policy first runs it once untimed, and the timed runs
     measure the warm state a user sees from the second run of a script on. Compile-overhead rows (paper
     000 Table 3, Figure 12): fuse-all's first run (cold: it compiles every kernel it fuses), then the first
-    timed run of the cost-based policy (and of fuse-all for algorithms; warm)."""
+    timed run of the cost-based policy (and of fuse-all for algorithms; warm). ``first``: the cold rows of
+    ``first_runs`` done ahead (suite.py runs them two at a time), else they run here."""
     arrays = {k: ds.arrays[k] for k in w.inputs}
-    script = tmp / f"{w.name}.dml"
-    script.write_text(w.script(a.inner, ds))
+    script = write_script(w, ds, a.inner, tmp)
     cfgs = _lafuse_configs(tmp)
-    # an algorithm's two sizes share a cache: the small size's untimed runs warm it for the large one
-    cache = str(tmp / f"cache-{w.algorithm or w.name}")
+    cache = cache_of(w, tmp)
     cold = not Path(cache).exists()
+    compile_rows: list[dict[str, Any]] = []
+    if cold and w.single:
+        compile_rows.append(first_runs(w, ds, script, tmp, progress))
+    elif w.single:
+        cold = first is not None
+        compile_rows += first or []
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
     huge = bool(w.numpy_note) and "X" in ds.arrays and ds.arrays["X"].shape[0] ** 2 * 8 > HUGE_BYTES
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))
@@ -506,13 +556,6 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
             inproc["jax"] = w.jax(jx, arrays)  # type: ignore[misc]
         except Exception as e:
             systems["jax"].skipped = f"{type(e).__name__}: {e}"[:150]
-    compile_rows: list[dict[str, Any]] = []
-    if cold and w.single:
-        for p in FUSION_POLICIES:
-            progress(f"{w.name}: lafuse-{p} (untimed first run)")
-            r = run_lafuse(script, ds.lafuse_files, cfgs[f"lafuse-{p}"], cache, single=True)
-            if p == "fuse-all":
-                compile_rows.append(_compile_row(w, "lafuse-fuse-all", "cold", r))
     inner = 1 if w.single else a.inner
     for rnd in range(a.reps):
         for name, s in systems.items():

@@ -152,8 +152,8 @@ OUTER_NUMPY = "dense U@V.T"
 def _outer_bytes(a: dict) -> int:
     """X in CSR, and the rows of U and V its non-zeros touch (at 1e-4, a third of them)."""
     X, k = a["X"], a["U"].shape[1]
-    rows, cols = np.count_nonzero(np.diff(X.indptr)), np.unique(X.indices).size
-    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes + 8 * k * (rows + cols)
+    rows, cols = int(np.count_nonzero(np.diff(X.indptr))), int(np.unique(X.indices).size)
+    return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) + 8 * int(k) * (rows + cols)
 
 
 def _wdivmm(s: float) -> Workload:
