@@ -514,23 +514,22 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
                    java_note: str, mods: dict[str, tuple[Any, str]], progress: Callable[[str], None],
                    first: list[dict[str, Any]] | None = None) -> tuple[list[SystemResult], dict[str, Any]]:
     """Every system on one workload, ``a.reps`` interleaved rounds. lafuse's runs share a plan and kernel
-    cache of this workload's own (an algorithm's two sizes share one), empty at the start. Each round runs
-    fuse-all before the cost-based policy, which then finds fuse-all's kernels on disk. A micro-benchmark
-    leaves the first iteration of each process out of its operation time (compilation happens there); an
-    algorithm runs once per process, so each fusion policy first runs it once untimed, and the timed runs
-    measure the warm state a user sees from the second run of a script on. Compile-overhead rows (paper
-    000 Table 3, Figure 12): fuse-all's first run (cold: it compiles every kernel it fuses), then the first
-    timed run of the cost-based policy (and of fuse-all for algorithms; warm). ``first``: the cold rows of
-    ``first_runs`` done ahead (suite.py runs them two at a time), else they run here."""
+    cache of this workload's own (an algorithm's two sizes share one), empty at the start: each fusion
+    policy first runs the workload once untimed (``first_runs``), so the timed runs measure the warm state
+    a user sees from the second run of a script on (a micro-benchmark also leaves each process's first
+    iteration out). Compile-overhead rows (paper 000 Table 3, Figure 12): fuse-all's untimed run (cold: it
+    compiles every kernel it fuses), then the first timed runs of fuse-all and the cost-based policy
+    (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them two at a time),
+    else they run here."""
     arrays = {k: ds.arrays[k] for k in w.inputs}
     script = write_script(w, ds, a.inner, tmp)
     cfgs = _lafuse_configs(tmp)
     cache = cache_of(w, tmp)
     cold = not Path(cache).exists()
     compile_rows: list[dict[str, Any]] = []
-    if cold and w.single:
+    if cold:
         compile_rows.append(first_runs(w, ds, script, tmp, progress))
-    elif w.single:
+    else:
         cold = first is not None
         compile_rows += first or []
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
@@ -565,10 +564,7 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
             if name.startswith("lafuse"):
                 r = run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single)
                 if name in ("lafuse-fuse-all", "lafuse-cost") and cold and rnd == 0:
-                    # a micro-benchmark's first round of fuse-all compiles (in its first iteration,
-                    # which the operation time leaves out): its cold row
-                    compile_rows.append(_compile_row(w, name, "cold" if name.endswith("all") and not w.single
-                                                     else "warm", r))
+                    compile_rows.append(_compile_row(w, name, "warm", r))
                 s.runs.append(r)
             elif name.startswith("systemds"):
                 assert java is not None

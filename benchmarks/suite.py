@@ -102,15 +102,14 @@ def workloads(quick: bool, only: set[str] | None) -> list[tuple[Workload, Any]]:
 
 def first_runs_ahead(todo: list[Workload], datasets: dict[str, DataSet], a: argparse.Namespace,
                      tmp: Path) -> dict[str, list[dict[str, Any]]]:
-    """The algorithms' untimed first runs (each compiling its kernels, seconds per algorithm), two
+    """The untimed first runs of every workload (each compiling its kernels, seconds per workload), two
     processes at a time: nothing is timed meanwhile, and a Numba compile is single-threaded, so the
     compile times the cold rows report stay those of one core. Cache -> cold compile rows."""
     from concurrent.futures import ThreadPoolExecutor
 
     jobs: dict[str, Workload] = {}
     for w in todo:
-        if w.single:
-            jobs.setdefault(cache_of(w, tmp), w)
+        jobs.setdefault(cache_of(w, tmp), w)
     with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
         futures = {c: pool.submit(first_runs, w, datasets[w.data], write_script(w, datasets[w.data], a.inner, tmp),
                                   tmp) for c, w in jobs.items()}
@@ -183,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         report["data_seconds"] = time.perf_counter() - t_start
         console.print(f"data: {len(datasets)} data sets in {report['data_seconds']:.0f} s")
         t0 = time.perf_counter()
-        with console.status("lafuse: first (untimed) runs of the algorithms, two at a time"):
+        with console.status("lafuse: first (untimed) runs of every fusion policy, two at a time"):
             first = first_runs_ahead([w for w, _ in todo], datasets, a, tmp)
-        console.print(f"first runs: {len(first)} algorithms in {time.perf_counter() - t0:.0f} s")
+        console.print(f"first runs: {len(first)} workloads in {time.perf_counter() - t0:.0f} s")
         for i, (w, _) in enumerate(todo):
             with console.status(f"[{i + 1}/{len(todo)}] {w.name}") as status:
                 systems, extra = bench_workload(w, datasets[w.data], a, tmp, java, java_note, mods,
