@@ -40,27 +40,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from harness import (
     REL_TOL,
     ROOT,
     DataSet,
-    JavaRunner,
     SystemResult,
     _plain,
     _profile,
     bench_workload,
-    fk,
+    comparison_modules,
+    machine,
     measured_read_bw,
-    optional_module,
     result_check,
+    systemds_runner,
     write_lafuse,
     write_systemds,
 )
@@ -139,23 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=200)
     with console.status("read bandwidth"):
         a.measured_bw = measured_read_bw()
-    mods = {"numexpr": optional_module("numexpr", a.with_numexpr), "jax": optional_module("jax", a.with_jax)}
-    if mods["jax"][0] is not None:
-        mods["jax"][0].config.update("jax_enable_x64", True)
-        mods["jax"][0].config.update("jax_platforms", "cpu")
-    java, java_note = None, ""
-    if a.no_systemds:
-        java_note = "--no-systemds"
-    else:
-        try:
-            java = JavaRunner(a.sds_heap or ("4g" if a.quick else "12g"))
-        except Exception as e:
-            java_note = f"unavailable: {e}"
+    mods = comparison_modules(a.with_numexpr, a.with_jax)
+    java, java_note = systemds_runner(a.no_systemds, a.sds_heap or ("4g" if a.quick else "12g"))
     out_json = Path(a.json) if a.json else ROOT / "results" / f"fusion-{datetime.now():%Y%m%d-%H%M%S}.json"
     report: dict[str, Any] = {
         "quick": a.quick, "reps": a.reps, "inner": a.inner, "started": datetime.now().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-                    "numba": fk.nb.__version__, "platform": platform.platform()},
+        "machine": machine(mods, java),
         "measured_read_bw": a.measured_bw, "profile": _profile(), "workloads": {},
     }
     t_start = time.perf_counter()

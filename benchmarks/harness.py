@@ -10,6 +10,7 @@ import importlib
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -74,7 +75,6 @@ def csr(a: Any) -> sp.csr_array:
     m.sum_duplicates()
     m.sort_indices()
     return m
-
 
 
 def _mtd(a: Any, fmt: str) -> str:
@@ -210,7 +210,6 @@ def _results(v: Any, kind: str) -> tuple[float, ...]:
     if isinstance(v, tuple):
         return tuple(float(x) for x in v)
     return (float(v),)
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,6 +411,35 @@ def optional_module(name: str, install: bool) -> tuple[Any, str]:
         return None, f"import {name} failed after install: {e}"
 
 
+def comparison_modules(install_numexpr: bool = False, install_jax: bool = False) -> dict[str, tuple[Any, str]]:
+    """numexpr and JAX as (module or None, note); JAX set to float64 on the CPU, the terms of the comparison."""
+    mods = {"numexpr": optional_module("numexpr", install_numexpr), "jax": optional_module("jax", install_jax)}
+    jax = mods["jax"][0]
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_platforms", "cpu")
+    return mods
+
+
+def systemds_runner(skip: bool, heap: str) -> tuple[JavaRunner | None, str]:
+    """(runner, note): the note says why SystemDS does not run (left out, or no Java/SystemDS here)."""
+    if skip:
+        return None, "not run (--no-systemds)"
+    try:
+        return JavaRunner(heap), ""
+    except Exception as e:
+        return None, f"unavailable: {e}"
+
+
+def machine(mods: dict[str, tuple[Any, str]], java: JavaRunner | None) -> dict[str, Any]:
+    def version(mod: Any) -> str | None:
+        return getattr(mod, "__version__", None) if mod is not None else None
+
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "numba": fk.nb.__version__, "platform": platform.platform(), "jax": version(mods["jax"][0]),
+            "numexpr": version(mods["numexpr"][0]), "systemds": java.sds.systemds_version() if java else None}
+
+
 # ---------------------------------------------------------------------------------------------
 # the benchmark
 # ---------------------------------------------------------------------------------------------
@@ -525,13 +553,10 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     script = write_script(w, ds, a.inner, tmp)
     cfgs = _lafuse_configs(tmp)
     cache = cache_of(w, tmp)
-    cold = not Path(cache).exists()
-    compile_rows: list[dict[str, Any]] = []
-    if cold:
-        compile_rows.append(first_runs(w, ds, script, tmp, progress))
-    else:
-        cold = first is not None
-        compile_rows += first or []
+    if not Path(cache).exists():
+        first = [first_runs(w, ds, script, tmp, progress)]
+    compile_rows: list[dict[str, Any]] = list(first or [])
+    cold = first is not None  # this workload's cache started empty: its first timed runs are the warm rows
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
     huge = bool(w.numpy_note) and "X" in ds.arrays and ds.arrays["X"].shape[0] ** 2 * 8 > HUGE_BYTES
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,22 +30,21 @@ from typing import Any
 
 import algorithms
 import micro
-import numpy as np
 from harness import (
     ROOT,
     DataSet,
-    JavaRunner,
     SystemResult,
     Workload,
     _plain,
     _profile,
     bench_workload,
     cache_of,
+    comparison_modules,
     first_runs,
-    fk,
+    machine,
     measured_read_bw,
-    optional_module,
     result_check,
+    systemds_runner,
     write_lafuse,
     write_script,
     write_systemds,
@@ -79,10 +77,6 @@ def ensure_profile(console: Any) -> None:
     if profile.load().source == "default":
         with console.status("no hardware profile yet: lafuse calibrate"):
             subprocess.run([sys.executable, "-m", "lafuse", "calibrate"], check=True, capture_output=True)
-
-
-def _version(mod: Any) -> str | None:
-    return getattr(mod, "__version__", None) if mod is not None else None
 
 
 def _commit() -> str:
@@ -143,28 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     ensure_profile(console)
     with console.status("read bandwidth"):
         a.measured_bw = measured_read_bw()
-    mods = {"numexpr": optional_module("numexpr", False), "jax": optional_module("jax", False)}
-    if mods["jax"][0] is not None:
-        mods["jax"][0].config.update("jax_enable_x64", True)
-        mods["jax"][0].config.update("jax_platforms", "cpu")
-    java, java_note, sds_version = None, "", None
-    if a.no_systemds:
-        java_note = "not run (--no-systemds)"
-    else:
-        try:
-            java = JavaRunner(a.sds_heap or ("4g" if a.quick else "16g"))
-            sds_version = java.sds.systemds_version()
-        except Exception as e:
-            java_note = f"unavailable: {e}"
+    mods = comparison_modules()
+    java, java_note = systemds_runner(a.no_systemds, a.sds_heap or ("4g" if a.quick else "16g"))
     stamp = datetime.now()
     out_json = Path(a.json) if a.json else ROOT / "results" / f"bench-{stamp:%Y%m%d-%H%M%S}.json"
     report: dict[str, Any] = {
         "schema": 1, "command": "make bench" if a.quick else "make bench-full", "quick": a.quick,
         "reps": a.reps, "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-                    "numba": fk.nb.__version__, "platform": platform.platform(),
-                    "jax": _version(mods["jax"][0]), "numexpr": _version(mods["numexpr"][0]),
-                    "systemds": sds_version},
+        "machine": machine(mods, java),
         "measured_read_bw": a.measured_bw, "profile": list(_profile()), "systems": list(SYSTEM_LABELS),
         "system_labels": SYSTEM_LABELS, "benchmarks": [], "compile": [],
     }
