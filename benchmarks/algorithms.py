@@ -28,6 +28,8 @@ from harness import DataSet, Workload, csr
 ALG_REL_TOL = 1e-6  # iterative algorithms amplify rounding differences (reduction order, BLAS)
 NUMBA_NOTE = "n/a: hand-written kernels are per operator (micro-benchmarks), not whole algorithms"
 NUMEXPR_NOTE = "n/a: numexpr evaluates element-wise expressions, not matrix products or loops"
+CG_STEPS = 5  # inner conjugate-gradient steps per outer iteration (the DML's 1:CG)
+ALSCG_CG_STEPS = 3  # per factor, ALS-CG's two solves per iteration
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ def l2svm_finish(xp: Any, ops: Any, d: dict, st: tuple) -> tuple:
 
 
 def _cg_dml(unknown: str, hessian: str, update: str) -> str:
-    """Conjugate gradient with 5 fixed steps on H x = -G, H applied by ``hessian`` (of D, into HD)."""
+    """Conjugate gradient with CG fixed steps on H x = -G, H applied by ``hessian`` (of D, into HD)."""
     return f"""  {unknown} = matrix(0, rows=nrow(G), cols=ncol(G))
   R = -G
   D = R
@@ -200,7 +202,7 @@ def mlogreg_step(xp: Any, ops: Any, d: dict, B: Any) -> Any:
     def hess(D: Any) -> Any:
         Q = P * (X @ D)
         return X.T @ (Q - P * xp.sum(Q, axis=1, keepdims=True)) + D
-    return B + _cg(xp, G, hess, 5)
+    return B + _cg(xp, G, hess, CG_STEPS)
 
 
 def mlogreg_finish(xp: Any, ops: Any, d: dict, B: Any) -> tuple:
@@ -224,7 +226,7 @@ r2 = sum(exp(X %*% b) - y * (X %*% b))
 def glm_step(xp: Any, ops: Any, d: dict, b: Any) -> Any:
     X, y = d["X"], d["y"]
     mu = xp.exp(X @ b)
-    return b + _cg(xp, X.T @ (mu - y) + b, lambda D: X.T @ (mu * (X @ D)) + D, 5)
+    return b + _cg(xp, X.T @ (mu - y) + b, lambda D: X.T @ (mu * (X @ D)) + D, CG_STEPS)
 
 
 def glm_finish(xp: Any, ops: Any, d: dict, b: Any) -> tuple:
@@ -283,9 +285,9 @@ def alscg_step(xp: Any, ops: Any, d: dict, st: tuple) -> tuple:
     U, V = st
     vals = d["vals"]
     G = ops.mm(d, ops.sampled(d, U, V) - vals, V) + U
-    U = U + _cg(xp, G, lambda D: ops.mm(d, ops.sampled(d, D, V), V) + D, 3)
+    U = U + _cg(xp, G, lambda D: ops.mm(d, ops.sampled(d, D, V), V) + D, ALSCG_CG_STEPS)
     G = ops.tmm(d, ops.sampled(d, U, V) - vals, U) + V
-    V = V + _cg(xp, G, lambda D: ops.tmm(d, ops.sampled(d, U, D), U) + D, 3)
+    V = V + _cg(xp, G, lambda D: ops.tmm(d, ops.sampled(d, U, D), U) + D, ALSCG_CG_STEPS)
     return U, V
 
 
@@ -494,13 +496,13 @@ class Algorithm:
     n_out: int = 3
     sparse: bool = False
     data: str = ""  # algorithms with the same data name share their generated inputs (default: key)
+    cg: int = CG_STEPS  # the DML's 1:CG; the step function passes the same count to _cg
 
     def start(self, xp: Any, d: dict) -> Any:
         if self.init is not None:
             return self.init(xp, d)
         st = tuple(d[k] for k in self.inputs if k.endswith("0"))
         return st if len(st) > 1 else xp.zeros((d["X"].shape[1], d["Y"].shape[1] if "Y" in d else 1))
-
 
 
 def _prepare(a: dict, sparse: bool) -> dict:
@@ -556,7 +558,8 @@ ALGORITHMS = [
               init=lambda xp, d: d["C0"], n_out=2),
     Algorithm("alscg", "ALS-CG", ALSCG_DML, ("X", "U0", "V0"),
               lambda r, n, m: _gen_sparse_factors(r, n, m, 20, False), alscg_step, alscg_finish, 2,
-              {"quick": ((2000, 2000), (5000, 5000)), "full": ((5000, 5000), (10000, 10000))}, sparse=True),
+              {"quick": ((2000, 2000), (5000, 5000)), "full": ((5000, 5000), (10000, 10000))}, sparse=True,
+              cg=ALSCG_CG_STEPS),
     Algorithm("autoencoder", "AutoEncoder", AE_DML, ("X", "W10", "W20", "W30", "W40"), _gen_ae, ae_step,
               ae_finish, 1, {"quick": ((5000, 100), (20000, 100)), "full": ((20000, 100), (100000, 100))},
               init=ae_init, batches=ae_batches),
@@ -580,7 +583,7 @@ def generate(alg: Algorithm, size: str, quick: bool) -> DataSet:
 
 
 def workload(alg: Algorithm, size: str) -> Workload:
-    body = alg.dml.replace("1:ITER", f"1:{alg.iters}").replace("1:CG", "1:5" if alg.key != "alscg" else "1:3")
+    body = alg.dml.replace("1:ITER", f"1:{alg.iters}").replace("1:CG", f"1:{alg.cg}")
     return Workload(
         f"{alg.key}-{size}", alg.title, data_name(alg, size), list(alg.inputs), body, "scalars",
         numpy=functools.partial(run_numpy, alg), numba=None, numba_note=NUMBA_NOTE, numexpr_note=NUMEXPR_NOTE,

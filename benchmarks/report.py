@@ -111,12 +111,17 @@ def entry(bench: dict[str, Any], key: str) -> dict[str, Any]:
     return e if isinstance(e, dict) else {}
 
 
+def failed_check(e: dict[str, Any]) -> str:
+    """The result check of a wrong or failed run ("" for a good, unchecked or skipped one)."""
+    check = e.get("check")
+    return check.strip() if isinstance(check, str) and check.strip() not in ("", "ok", "-") else ""
+
+
 def flag(e: dict[str, Any], notes: Footnotes) -> str:
     """A wrong or missing result must be visible next to its time, not only in a log."""
-    check = e.get("check")
+    check = failed_check(e)
     out = ""
-    if isinstance(check, str) and check.strip() not in ("", "ok", "-"):
-        check = check.strip()
+    if check:
         if check.upper().startswith("MISMATCH"):
             out = " ⚠ " + cell_text(check)
         else:
@@ -164,8 +169,7 @@ def ratio_table(report: dict[str, Any], benches: list[dict[str, Any]], systems: 
             if e.get("skipped"):
                 row.append("n/a" + notes.mark(str(e["skipped"])))
                 continue
-            bad = isinstance(e.get("check"), str) and e["check"].strip() not in ("", "ok", "-")
-            row.append(ratio_cell(e.get("op_median"), base) + (" ⚠" if bad else ""))
+            row.append(ratio_cell(e.get("op_median"), base) + (" ⚠" if failed_check(e) else ""))
         row.append(ratio_cell(b.get("bandwidth_limit"), base))
         rows.append(row)
     header = [what] + [label(report, k) for k in systems] + ["bandwidth limit"]

@@ -5,6 +5,7 @@ docs/benchmarks.md could be a different computation. Small sizes here; the suite
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ def _tiny(alg: algorithms.Algorithm) -> algorithms.Algorithm:
 
 
 def _lafuse(script: Path, files: dict[str, str], *flags: str) -> tuple[float, ...]:
-    env = {**__import__("os").environ, "LAFUSE_PROFILE": str(PROFILE)}
+    env = {**os.environ, "LAFUSE_PROFILE": str(PROFILE)}
     p = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), *flags, "--nvargs",
                         *[f"{k}={v}" for k, v in files.items()]], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
