@@ -64,3 +64,15 @@ def test_hand_written_kernel_computes_what_numpy_computes(w, monkeypatch) -> Non
     ds = micro.generate(w.data, quick=True)
     a = {k: ds.arrays[k] for k in w.inputs}
     assert rel_diff(_results(w.numba(a), w.result), _results(w.numpy(a), w.result)) <= 1e-10
+
+
+def test_only_selects_by_name_algorithm_or_group() -> None:
+    import suite
+
+    def names(*only: str) -> list[str]:
+        return [w.name for w, _ in suite.workloads(True, set(only))]
+
+    assert names("cell3") == ["cell3"]  # not cell3-sparse
+    assert names("l2svm") == ["l2svm-small", "l2svm-large"]
+    assert names("glm-large", "wdivmm-1e-02") == ["wdivmm-1e-02", "glm-large"]
+    assert names("micro") == [w.name for w in micro.WORKLOADS]
