@@ -1,0 +1,63 @@
+"""The memory budget of in-memory operations, and the guard that keeps a run inside it.
+
+Why a guard: NumPy allocates lazily (``np.zeros`` of 20 GB succeeds on a 24 GB machine and the
+kernel kills the process when the pages are touched), so an operation beyond physical memory
+is not a clean ``MemoryError`` but a lost process. SystemDS compares each operation's memory
+estimate (inputs + output, paper 003 §3) with a budget of 70% of the JVM heap and runs larger
+ones on Spark; lafuse compares the same estimate with ``Config.memory_budget`` times this
+machine's memory and, until a distributed backend can take the operation, stops with an error
+that says what did not fit and how to raise the budget.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from lafuse import config as cfgmod
+from lafuse.errors import DMLRuntimeError
+
+
+@lru_cache(maxsize=1)
+def physical_memory() -> int:
+    """Bytes of memory this process may use: the machine's RAM, or a smaller cgroup limit
+    (containers: the kernel kills at the cgroup's limit, not at the machine's)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume a small machine
+        ram = 8 << 30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < ram:
+            ram = int(text)
+    return int(ram)
+
+
+def budget_bytes() -> float:
+    """Bytes one operation may use (inputs + output): ``memory_budget`` of physical memory."""
+    return cfgmod.get().memory_budget * physical_memory()
+
+
+def human(nbytes: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def over_budget(nbytes: float) -> bool:
+    return nbytes > budget_bytes()
+
+
+def check(nbytes: float, what: str) -> None:
+    """Raise a clear error before ``what`` allocates ``nbytes`` beyond the budget."""
+    if nbytes > budget_bytes():
+        frac = cfgmod.get().memory_budget
+        raise DMLRuntimeError(
+            f"{what} needs {human(nbytes)}, beyond the memory budget of {human(budget_bytes())} "
+            f"(memory_budget={frac:g} of {human(physical_memory())}); if the machine has the memory, "
+            f"raise memory_budget in a --config file")
