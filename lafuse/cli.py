@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLStop
@@ -18,16 +18,54 @@ from lafuse.errors import DMLError, DMLStop
 EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
 
+class _ArgParser(argparse.ArgumentParser):
+    """argparse with lafuse's exit codes: a bad command line is the user's error (exit 1), like a
+    bad script; exit 2 is kept for lafuse's own bugs."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def _count(text: str, least: int = 0) -> int:
+    """An integer argument of at least ``least`` (``--stats N``, ``--threads N``)."""
+    what = "a non-negative integer" if least == 0 else f"an integer of at least {least}"
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+    if n < least:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {n}")
+    return n
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"lafuse {version('lafuse')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "lafuse (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lafuse", description="Compile and run DML programs.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _ArgParser(prog="lafuse", description="Compile and run DML programs.",
+                   epilog="exit codes: 0 success, 1 an error in the script, its input files or the "
+                          "command line (the message names the place), 2 an internal error of lafuse "
+                          "(please report it), 130 interrupted")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_ArgParser)
     for name in ("run", "explain"):
         r = sub.add_parser(name, help="run a DML script" if name == "run" else "print a plan without running")
         r.add_argument("script", nargs="?", help="path of the .dml script")
         r.add_argument("-s", dest="inline", help="inline script text instead of a file")
         r.add_argument("--nvargs", nargs="*", default=[], metavar="K=V", help="named arguments ($K)")
         r.add_argument("--args", nargs="*", default=[], metavar="V", help="positional arguments ($1, $2, ...)")
-        r.add_argument("--stats", nargs="?", const=10, type=int, metavar="N",
+        r.add_argument("--stats", nargs="?", const=10, type=_count, metavar="N",
                        help="print timing and the top N heavy-hitter instructions")
         r.add_argument("--explain", nargs="?", const="hops", choices=EXPLAIN_LEVELS,
                        help="print the HOP DAGs or the runtime plan")
@@ -42,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="operator fusion with generated Numba kernels (default: on)")
         r.add_argument("--fusion", choices=("cost", "fuse-all", "fuse-no-redundancy"),
                        help="fusion plan selection (default: cost)")
+        r.add_argument("--threads", type=_positive, metavar="N",
+                       help="threads for kernels, parfor and BLAS (default: one per core)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "explain":
             r.add_argument("--until", default="rewritten",
@@ -80,9 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if ns.config:
             cfg = cfgmod.Config.from_file(ns.config, cfg)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        print(f"lafuse: cannot read config file '{ns.config}': {e.strerror or e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
         print(f"lafuse: bad config: {e}", file=sys.stderr)
-        return 2
+        return 1
+    missing = [d for d in (*cfg.builtin_dirs, *ns.builtins) if not os.path.isdir(d)]
+    if missing:
+        print(f"lafuse: builtin directory '{missing[0]}' does not exist (--builtins or builtin_dirs)",
+              file=sys.stderr)
+        return 1
     cfg = cfg.with_(
         stats=ns.stats is not None or cfg.stats,
         stats_top=ns.stats or cfg.stats_top,
@@ -93,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         lafuse_builtins=cfg.lafuse_builtins and not ns.no_lafuse_builtins,
         codegen=cfg.codegen if ns.codegen is None else ns.codegen,
         fusion=ns.fusion or cfg.fusion,
+        threads=ns.threads or cfg.threads,
     )
     if ns.cmd == "explain":
         cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost", "fused", "codegen") else "hops")
@@ -100,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
             cfg = cfg.with_(rewrites=False)
     if ns.inline is None and ns.script is None:
         print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
-        return 2
+        return 1
+    if ns.inline is not None and ns.script is not None:
+        print(f"lafuse: give a script path or -s 'script text', not both (got '{ns.script}' and -s)",
+              file=sys.stderr)
+        return 1
     from lafuse.hops.resolver import parse_cmdline_value
 
     sources: dict[str, str] = {}
@@ -129,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         if cfg.debug:
             raise
-        print(f"lafuse: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
-              file=sys.stderr)
+        print(f"lafuse: internal error: {type(e).__name__}: {e} (rerun with --debug for a traceback)\n"
+              f"lafuse: this is a bug in lafuse, not in your script; please report it with the script and "
+              f"the output of --debug", file=sys.stderr)
         return 2
 
 
@@ -138,6 +192,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
          sources: dict[str, str]) -> int:
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
+    from lafuse.runtime.threads import blas_limited
     from lafuse.stats import Stats
 
     stats = Stats() if cfg.stats else None
@@ -188,7 +243,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     interp = Interpreter(prog, comp, stats=stats)
     t0 = time.perf_counter()
     try:
-        interp.run()
+        with blas_limited(cfg.threads):
+            interp.run()
     finally:
         if stats is not None:
             stats.exec_time = time.perf_counter() - t0

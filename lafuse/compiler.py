@@ -308,14 +308,15 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
            [3., 3.]])
     """
     from lafuse.runtime.interp import Interpreter
-    from lafuse.runtime.values import as_matrix_value
+    from lafuse.runtime.threads import blas_limited
+    from lafuse.runtime.values import as_input_value
 
-    bound = {k: (as_matrix_value(v) if hasattr(v, "shape") or isinstance(v, list) else v)
-             for k, v in (inputs or {}).items()}
+    bound = {k: as_input_value(v, f"input '{k}'") for k, v in (inputs or {}).items()}
     with cfgmod.using(cfg or cfgmod.get()):
         comp = Compiler(cfgmod.get(), nvargs)
         prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
-        st = Interpreter(prog, comp, out=out).run(dict(bound))
+        with blas_limited(comp.cfg.threads):
+            st = Interpreter(prog, comp, out=out).run(dict(bound))
     missing = [o for o in outputs if o not in st]
     if missing:
         from lafuse.errors import DMLRuntimeError

@@ -20,7 +20,7 @@ class Config:
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
-    exec_type: str = "local"  # auto | local | dask (only local exists so far)
+    exec_type: str = "local"  # auto | local (a dask runtime does not exist yet)
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     parfor_parallel: bool = True
     memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
@@ -59,20 +59,72 @@ class Config:
 
     @staticmethod
     def from_file(path: str, base: Config | None = None) -> Config:
-        """A JSON object whose keys are field names (``{"rewrites": false}``)."""
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        """A JSON object whose keys are field names (``{"rewrites": false}``); every value is
+        checked against its field's type and choices, so a typo fails here, naming the key, rather
+        than deep inside a run."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not UTF-8 text") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a config file holds a JSON object ({{\"key\": value, ...}}), "
+                             f"not a {type(data).__name__}")
         names = {f.name for f in fields(Config)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"{path}: unknown config keys {unknown}; known: {sorted(names)}")
-        for k in ("disabled_rules", "builtin_dirs"):
-            if k in data:
-                data[k] = tuple(data[k])
-        return replace(base or Config(), **data)
+        return replace(base or Config(), **{k: check_value(k, v, path) for k, v in data.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# fields with a fixed set of values, and numeric fields with their lower bound (inclusive unless
+# the bound is exclusive, as for the memory budget: a fraction of memory must be positive)
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "exec_type": ("auto", "local"),  # dask: once the distributed runtime exists
+    "fusion": ("cost", "fuse-all", "fuse-no-redundancy"),
+    "codegen_backend": ("numba", "reference"),
+    "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
+}
+_LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False)}
+
+
+def check_value(key: str, value: Any, where: str = "config") -> Any:
+    """``value`` converted to field ``key``'s type, or a ValueError that names key, value and type."""
+    f = next(f for f in fields(Config) if f.name == key)
+    typ = str(f.type)
+
+    def bad(expect: str) -> ValueError:
+        return ValueError(f"{where}: '{key}' must be {expect}, not {json.dumps(value)}")
+
+    if typ == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if typ in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (typ == "int" and not
+                                                                              float(value).is_integer()):
+            raise bad("an integer" if typ == "int" else "a number")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise bad("a finite number")
+        lo, inclusive = _LOWER.get(key, (float("-inf"), True))
+        if value < lo or (value == lo and not inclusive):
+            raise bad(f"{'at least' if inclusive else 'greater than'} {lo:g}")
+        value = int(value) if typ == "int" else float(value)
+    elif typ.startswith("tuple"):
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise bad("a list of strings")
+        value = tuple(value)
+    elif typ.startswith("str"):
+        if not (isinstance(value, str) or (value is None and "None" in typ)):
+            raise bad("a string")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise bad("one of " + ", ".join(json.dumps(c) for c in CHOICES[key]))
+    return value
 
 
 _current: list[Config] = [Config()]

@@ -43,6 +43,7 @@ def budget_bytes() -> float:
 
 
 def human(nbytes: float) -> str:
+    nbytes = float(f"{nbytes:.3g}")  # 999999.99 reads as 1 MB, not 1e+03 KB
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if nbytes >= scale:
             return f"{nbytes / scale:.3g} {unit}"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lafuse import memory
 from lafuse.hops.hop import Hop
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import REQUIRED, SPECS
@@ -141,6 +142,38 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
     return run
 
 
+def operation_bytes(h: Hop) -> float:
+    """Memory of ``h``'s operation: its output and its (distinct) inputs, by the sizes known when
+    the DAG was lowered (actual sizes after a dynamic recompilation); -1 when the output's size is
+    unknown. An input of unknown size counts 0: the guard errs towards running."""
+    if h.out_mem < 0:
+        return -1.0
+    seen: set[int] = set()
+    total = h.out_mem
+    for i in h.inputs:
+        if i.id not in seen and i.out_mem > 0:
+            seen.add(i.id)
+            total += i.out_mem
+    return total
+
+
+def _guard_memory(h: Hop, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, or, when the operation needs more than the memory budget, an instruction that stops
+    with a clear error when it is reached (earlier statements of the block still run; paper 003 §3:
+    SystemDS would choose a distributed operator here). Decided at lowering, so running costs
+    nothing; a plan is lowered again when a recompilation learns the sizes."""
+    need = operation_bytes(h)
+    if not memory.over_budget(need):
+        return fn
+    what = f"'{h.op}' with a {h.rows}x{h.cols} result"
+
+    def over_budget(*args: Any) -> Any:
+        memory.check(need, what)
+        return fn(*args)  # the budget was raised since lowering
+
+    return over_budget
+
+
 def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None = None,
           backend: str = "numba") -> Plan:
     order = dag.hops()
@@ -178,6 +211,8 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
                 ta, tb = (i.id in folded for i in h.inputs)
                 args = [reg[i.inputs[0].id] if i.id in folded else reg[i.id] for i in h.inputs]
                 fn = _matmult_transposed(fn, ta, tb)
+        if fn is not None and h.dt == "matrix":
+            fn = _guard_memory(h, fn)
         cast = None
         # SystemDS: print(ifelse(c, 7, 2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE
         if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread") and (

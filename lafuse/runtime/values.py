@@ -86,16 +86,78 @@ def choose_format(m: Matrix) -> Matrix:
     return to_dense(m)
 
 
-def as_matrix_value(a: Any) -> Matrix:
-    """Normalize an external array-like (list, 1-D array, spmatrix) to a runtime matrix."""
+_REAL_KINDS = "biuf"  # bool, signed and unsigned integers, floats: exactly representable or rounded once
+_KIND_NAMES = {"c": "complex", "M": "datetime", "m": "timedelta", "U": "string", "S": "bytes",
+               "O": "object", "V": "structured"}
+
+
+def _dtype_error(kind: str, what: str) -> ValueError:
+    name = _KIND_NAMES.get(kind, f"dtype kind '{kind}'")
+    hint = " (pass .real or abs() explicitly)" if kind == "c" else ""
+    return ValueError(f"{what} holds {name} values; lafuse matrices hold real numbers{hint}")
+
+
+def as_matrix_value(a: Any, what: str = "input") -> Matrix:
+    """Normalize an external array-like (list, 1-D or 2-D array, spmatrix, DataFrame) to a runtime
+    matrix. Anything that would not keep its values exactly as the user sees them is refused with a
+    ValueError naming ``what``, never converted silently: complex, datetime, string and object data,
+    more than two dimensions, masked arrays (their mask would be dropped)."""
     if sp.issparse(a):
+        if a.dtype.kind not in _REAL_KINDS:
+            raise _dtype_error(a.dtype.kind, what)
+        if a.ndim != 2:
+            raise ValueError(f"{what} is a {a.ndim}-D sparse array; lafuse matrices are 2-D")
         return choose_format(sp.csr_array(a, dtype=np.float64))
-    arr = np.asarray(a, dtype=np.float64)
+    if isinstance(a, np.ma.MaskedArray):
+        raise ValueError(f"{what} is a masked array, whose mask lafuse would drop; fill it explicitly "
+                         f"first, e.g. with .filled(np.nan)")
+    try:
+        arr = np.asarray(a)
+    except ValueError as e:  # ragged nested lists
+        raise ValueError(f"{what} is not a rectangular array: {e}") from None
+    if arr.dtype.kind not in _REAL_KINDS:
+        if arr.dtype.kind == "O":  # a list of Python numbers with None, Decimals, ...: exact floats only
+            try:
+                arr = arr.astype(np.float64)
+            except (TypeError, ValueError):
+                raise _dtype_error("O", what) from None
+        else:
+            raise _dtype_error(arr.dtype.kind, what)
+    if arr.ndim > 2:
+        raise ValueError(f"{what} has {arr.ndim} dimensions {arr.shape}; lafuse matrices are 2-D "
+                         f"(reshape it first)")
+    arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     elif arr.ndim == 1:
         arr = arr.reshape(-1, 1)
     return arr
+
+
+def as_input_value(v: Any, what: str = "input") -> Any:
+    """An external Python value bound as a DML variable: NumPy scalars (and 0-d arrays) become DML
+    scalars of their kind (``np.int64(3)`` is an INT64, not a 1x1 matrix, so ``matrix(0, rows=n,
+    cols=2)`` works); arrays and sparse matrices become matrices (:func:`as_matrix_value`); Python
+    scalars, strings, frames and lists pass through."""
+    if isinstance(v, np.ndarray) and v.ndim == 0 and not isinstance(v, np.ma.MaskedArray):
+        v = v[()]
+    if isinstance(v, np.generic):
+        kind = v.dtype.kind
+        if kind == "b":
+            return bool(v)
+        if kind in "iu":
+            return int(v)
+        if kind == "f":
+            return float(v)
+        if kind in "US":
+            return str(v) if kind == "U" else bytes(v).decode("utf-8", "replace")
+        raise _dtype_error(kind, what)
+    if isinstance(v, (bool, int, float, str, Frame, ListValue)):
+        return v
+    if hasattr(v, "shape") or isinstance(v, (list, tuple)):
+        return as_matrix_value(v, what)
+    raise TypeError(f"{what}: cannot pass a value of type {type(v).__name__} to DML (use a number, string, "
+                    f"NumPy array, SciPy sparse matrix or pandas DataFrame)")
 
 
 @dataclass

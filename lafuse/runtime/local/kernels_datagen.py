@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from lafuse import memory
 from lafuse.errors import DMLRuntimeError
 from lafuse.runtime.local import sdsrand
 from lafuse.runtime.local.kernels_common import (
@@ -53,7 +54,16 @@ def _dim(v: Any, what: str, fname: str) -> int:
     return d
 
 
+def _check_alloc(fname: str, rows: int, cols: int, nnz: int) -> None:
+    """The memory guard at the allocation itself, for sizes only known when the kernel runs (the
+    lowering guards sizes known at compile or recompile time)."""
+    dense = 8.0 * rows * cols
+    need = min(dense, 12.0 * nnz + 8.0 * (rows + 1)) if sparse_format(rows, cols, nnz) else dense
+    memory.check(need, f"'{fname}' with a {rows}x{cols} result")
+
+
 def _fill(value: float, rows: int, cols: int) -> Any:
+    _check_alloc("matrix", rows, cols, 0 if value == 0.0 else rows * cols)
     if value == 0.0 and sparse_format(rows, cols, 0):
         return sp.csr_array((rows, cols), dtype=F64)
     return np.full((rows, cols), value, dtype=F64)
@@ -126,6 +136,7 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
     rng = _rng(seed)
     cells = r * c
     k = cells if spars >= 1.0 else int(round(spars * cells))
+    _check_alloc("rand", r, c, 0 if lo == hi == 0.0 else k)
 
     def draw(size: int) -> np.ndarray:
         if dist == "uniform":
@@ -191,6 +202,7 @@ def k_seq(frm: Any, to: Any, incr: Any = None) -> np.ndarray:
     if (a > b and inc > 0) or inc == 0:
         raise DMLRuntimeError(f"Wrong sequence increment: from={jstr(a)}, to={jstr(b)}, incr={jstr(inc)}")
     n = _seq_len(a, b, inc)
+    memory.check(16.0 * n, f"'seq' with {n} values")
     steps = np.full(n, inc)
     if n:
         steps[0] = a
