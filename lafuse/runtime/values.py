@@ -149,8 +149,10 @@ def as_input_value(v: Any, what: str = "input") -> Any:
             return int(v)
         if kind == "f":
             return float(v)
-        if kind in "US":
-            return str(v) if kind == "U" else bytes(v).decode("utf-8", "replace")
+        if isinstance(v, np.str_):
+            return str(v)
+        if isinstance(v, np.bytes_):
+            return v.decode("utf-8", "replace")
         raise _dtype_error(kind, what)
     if isinstance(v, (bool, int, float, str, Frame, ListValue)):
         return v
