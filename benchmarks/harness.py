@@ -339,7 +339,7 @@ class JavaRunner:
 
 
 def wait_deferred(cache: str | None, env: dict[str, str], timeout: float = 600.0) -> None:
-    """Until the background compile a run started is done: its plan pickle (``.deferred_*.pkl`` in the
+    """Until the background compile a run started is done: its marker (``.deferred_<pid>.json`` in the
     cache) is gone. Polled here, not by ``python -m lafuse.codegen.deferred --wait``, which costs a Python
     start per measurement; without a cache of our own, that command it is."""
     if cache is None:
@@ -348,7 +348,7 @@ def wait_deferred(cache: str | None, env: dict[str, str], timeout: float = 600.0
     end = time.time() + timeout
     while time.time() < end:
         fresh = []
-        for p in Path(cache).glob(".deferred_*.pkl"):
+        for p in Path(cache).glob(".deferred_*.json"):
             try:
                 fresh.append(time.time() - p.stat().st_mtime < timeout)
             except OSError:  # finished meanwhile

@@ -1,4 +1,4 @@
-"""Command line: ``lafuse run SCRIPT [options]``, ``lafuse explain`` and ``lafuse calibrate``.
+"""Command line: ``lafuse run SCRIPT [options]``, ``lafuse explain``, ``lafuse calibrate`` and ``lafuse cache``.
 
 Errors in a script print ``file:line:col: message``, the source line and a caret, and exit 1;
 a Python traceback appears only with ``--debug``.
@@ -83,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--threads", type=_positive, metavar="N",
                        help="threads for kernels, parfor and BLAS (default: one per core)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
+        if name == "run":
+            r.add_argument("--no-background", action="store_true",
+                           help="start no background process after the run: no deferred kernel compiles, no "
+                                "automatic calibration (for CI and batch jobs; also env LAFUSE_BACKGROUND=0 "
+                                "or config background=false)")
         if name == "explain":
             r.add_argument("--until", default="rewritten",
                            choices=("parsed", "hops", "rewritten", "fused", "codegen", "runtime", "cost"),
@@ -95,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--output", metavar="PATH",
                    help="profile file to write (default: $LAFUSE_PROFILE, else ~/.cache/lafuse/profile.json)")
     c.add_argument("--show", action="store_true", help="print the current profile without measuring")
+    k = sub.add_parser("cache", help="show or clear the on-disk plan cache of generated kernels")
+    k.add_argument("action", choices=("info", "clear"),
+                   help="info: where it is, whether runs use it, what it holds; clear: remove its kernels")
+    k.add_argument("--all", action="store_true",
+                   help="clear: also the run feedback (observed.json, prestart.json) and the hardware profile")
+    k.add_argument("--config", help="JSON config file (for cache_max_bytes)")
     return p
 
 
@@ -116,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         tune_malloc()
     if ns.cmd == "calibrate":
         return _calibrate(ns)
+    if ns.cmd == "cache":
+        return _cache(ns)
     cfg = cfgmod.Config()
     try:
         if ns.config:
@@ -142,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         codegen=cfg.codegen if ns.codegen is None else ns.codegen,
         fusion=ns.fusion or cfg.fusion,
         threads=ns.threads or cfg.threads,
+        background=cfg.background and not getattr(ns, "no_background", False),
     )
     if ns.cmd == "explain":
         cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost", "fused", "codegen") else "hops")
@@ -320,7 +334,7 @@ def _calibrate_later(cfg: Any) -> Any:
     from lafuse.cost import profile
 
     path = profile.profile_path()
-    return None if path.is_file() else path
+    return None if profile.valid(path) else path
 
 
 def _spawn_deferred(cfg: Any) -> None:
@@ -329,6 +343,8 @@ def _spawn_deferred(cfg: Any) -> None:
     fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized, nothing deferred
     plans = dict(fusion.DEFERRED) if cfg.codegen and cfg.codegen_defer and fusion is not None else {}
     calibrate = _calibrate_later(cfg)
+    if not cfg.background:  # --no-background, LAFUSE_BACKGROUND=0: no job of any kind
+        plans, calibrate = {}, None
     if plans or calibrate is not None:
         from lafuse.codegen import deferred
 
@@ -420,6 +436,28 @@ def _calibrate(ns: argparse.Namespace) -> int:
     out.print(_profile_table(prof, f"lafuse hardware profile ({time.perf_counter() - t0:.1f} s"
                                    f"{', quick' if ns.quick else ''})"))
     out.print(f"saved to {saved}", markup=False, emoji=False, soft_wrap=True)
+    return 0
+
+
+def _cache(ns: argparse.Namespace) -> int:
+    """``lafuse cache info|clear`` (lafuse.cachefiles)."""
+    from lafuse import cachefiles
+
+    try:
+        cfg = cfgmod.Config.from_file(ns.config) if ns.config else cfgmod.Config()
+    except (OSError, ValueError) as e:
+        print(f"lafuse: bad config: {e}", file=sys.stderr)
+        return 1
+    if ns.action == "info":
+        print("\n".join(cachefiles.info(cfg.cache_max_bytes)))
+        return 0
+    try:
+        n, other = cachefiles.clear(ns.all)
+    except OSError as e:
+        print(f"lafuse: cache not cleared: {e}", file=sys.stderr)
+        return 1
+    print(f"removed {n} kernels from {cfgmod.codegen_cache_dir()}"
+          + (f" and {', '.join(sorted(other))}" if other else ""))
     return 0
 
 

@@ -40,6 +40,12 @@ class Config:
     numba_prestart: bool = field(default_factory=lambda: os.environ.get("LAFUSE_NUMBA_PRESTART", "1") != "0")
     # weigh fusion candidates by the block executions earlier runs observed, and record them (fusion.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
+    # the one switch of every background job `lafuse run` may leave after it exits (deferred kernel
+    # compiles, automatic calibration; codegen.deferred): `--no-background` or env LAFUSE_BACKGROUND=0
+    background: bool = field(default_factory=lambda: os.environ.get("LAFUSE_BACKGROUND", "1") != "0")
+    # bound of the on-disk plan cache (kernels and Numba's files of them); beyond it the least recently
+    # used kernels are evicted (lafuse.cachefiles); 0: no bound
+    cache_max_bytes: int = 256 << 20
     scheduler: str | None = None
     # builtin script search path (inventory 0): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
@@ -90,7 +96,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "codegen_backend": ("numba", "reference"),
     "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
 }
-_LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False)}
+_LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),
+                                        "cache_max_bytes": (0, True)}
 
 
 def check_value(key: str, value: Any, where: str = "config") -> Any:

@@ -1,31 +1,44 @@
 """Two-level plan cache: compiled kernels in memory (LRU), generated sources on disk.
 
 Why on disk as real ``.py`` files: Numba's own cache (``@njit(cache=True)``) is keyed by a
-function's source file, so a generated kernel written to a stable path and imported from there
+function's source file, so a generated kernel written to a stable path and compiled from there
 is compiled once per machine, not once per process. The file name holds the canonical plan hash,
 a digest of the generated source and of the primitives it calls (a generator or library change
 never reuses a stale binary), the Numba version and the host CPU name (machine code is CPU
-specific). Files are written atomically (temporary file + ``os.replace``) and never rewritten, so
-concurrent processes agree on one file and Numba's index (keyed by the file's mtime) stays valid.
+specific). Files are written atomically (temporary file + ``os.replace``) and not rewritten while
+they hold the right source, so concurrent processes agree on one file and Numba's index (keyed by
+the file's mtime) stays valid.
+
+What is trusted: nothing read from the directory. The directory is this user's alone
+(:mod:`lafuse.cachedir`); the source is regenerated on every load, compared with the file (a file
+that differs is rewritten, with one warning) and executed from memory; Numba's files of it are signed
+and verified (:mod:`lafuse.codegen.integrity`, which states the threat model). The cache is bounded
+(``Config.cache_max_bytes``, least recently used kernels evicted: :mod:`lafuse.cachefiles`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import tempfile
 import threading
 import time
+import types
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lafuse.config import codegen_cache_dir as cache_dir
+from lafuse import cachedir, cachefiles
+from lafuse import config as cfgmod
+from lafuse.cachedir import usable as cache_dir
+from lafuse.codegen import integrity
 
+# part of every file name: kernels whose Numba files were written unsigned (lafuse before the
+# integrity check) keep other names, so they are never taken for tampered ones (eviction ages them out)
+FORMAT = "signed-1"
 _PRIMS_DIGEST: str | None = None
 
 
@@ -46,7 +59,7 @@ def _machine_tag() -> str:
 
 
 def file_name(key: str, source: str) -> str:
-    digest = hashlib.sha256((source + _prims_digest()).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{FORMAT}\0{source}{_prims_digest()}".encode()).hexdigest()[:12]
     return f"k_{key}_{digest}_{_machine_tag()}.py"
 
 
@@ -76,7 +89,6 @@ class Stats:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".py", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -91,15 +103,42 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _import(path: Path) -> Any:
+def _matches(path: Path, source: str) -> bool | None:
+    """Whether the file holds exactly ``source`` (None: there is no file)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read() == source.encode()
+    except FileNotFoundError:
+        return None
+    except OSError:  # unreadable (a directory, no permission): not the file it should be
+        return False
+
+
+def _place(d: Path, path: Path, source: str) -> bool:
+    """Make ``path`` hold ``source``: True if it already did (a warm load may follow), False if it was
+    missing or differed (then it is rewritten, and a differing one's Numba files deleted)."""
+    ok = _matches(path, source)
+    if ok:
+        return True
+    if ok is False:
+        cachedir.warn(f"cached kernel {path} differs from its generated source (modified, truncated or "
+                      f"corrupt); rewritten and recompiled")
+        cachefiles.discard(d, path.stem)
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+    _write_atomic(path, source)
+    return False
+
+
+def _load_module(path: Path, source: str) -> Any:
+    """The kernel's module, executed from ``source`` (what lafuse generated, never the file's bytes)
+    with ``path`` as its file name: Numba's cache locates and stamps the kernel by that file."""
     name = "lafuse_codegen_" + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py path always has a loader
-        raise ImportError(f"cannot import generated kernel {path}")
-    mod = importlib.util.module_from_spec(spec)
+    mod = types.ModuleType(name)
+    mod.__file__ = str(path)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        exec(compile(source, str(path), "exec"), mod.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -164,15 +203,24 @@ class PlanCache:
                 return hit
             t0 = time.perf_counter()
             source = generate()
-            path = cache_dir() / file_name(key, source)
-            existed = path.exists()
-            if not existed:
-                _write_atomic(path, source)
-            kernel = _import(path).kernel
+            d = cache_dir()
+            path = d / file_name(key, source)
+            try:
+                existed = _place(d, path, source)
+            except OSError as e:  # e.g. the disk filled up: this process goes on in a private directory
+                d = cachedir.abandon(f"writing {path.name} failed ({e.strerror or e})")
+                path = d / path.name
+                existed = _place(d, path, source)
+            kernel = _load_module(path, source).kernel
+            integrity.protect(kernel, d / cachedir.PYCACHE)
             load_without_registries(kernel)
             warm_up(kernel)
             dt = time.perf_counter() - t0
             cold = not existed or sum(kernel.stats.cache_misses.values()) > 0
+            if cold:
+                cachefiles.evict(d, cfgmod.get().cache_max_bytes, keep=path.stem)
+            else:
+                cachefiles.touch(path)
             rec = self.stats.per_kernel.setdefault(key, {"cold": 0.0, "warm": 0.0})
             if cold:
                 self.stats.compiled += 1

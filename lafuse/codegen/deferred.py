@@ -13,12 +13,18 @@ project's, measured), so they overstate what fusion saves against Numba's start,
 in this machine's seconds (lafuse's l2svm at 10^6 x 10 fused to x1.24 of its unfused time on the
 defaults). Calibrating runs before the compiles, so the two do not skew each other's measurement.
 
-The job travels as a pickle in the cache directory (written by this user, read once, deleted).
+The job (the plans) travels to the background process over its stdin pipe, never through a file: a
+pickle on disk would run whatever its writer put in it. What stays on disk is a marker per running job,
+``.deferred_<pid>.json`` in the cache directory (JSON: pid, kernels, calibration, start time), which
+``pending()`` and ``--wait`` read; the background process deletes it when it ends, and a marker whose
+process is gone or older than ``STALE_AFTER`` does not count. One switch turns every background job
+off: ``lafuse run --no-background``, env ``LAFUSE_BACKGROUND=0`` or config ``background`` (CI, batch
+jobs); the finer switches ``codegen_defer`` and ``auto_calibrate`` still apply each to its part.
 A kernel counts as cached only once Numba's index exists (``PlanCache.on_disk``), so a run that
 starts while the background compile is still working decides as if the kernel were not there.
 
-    python -m lafuse.codegen.deferred PLANS.pkl     # what the background process runs
-    python -m lafuse.codegen.deferred --wait        # block until no background compile is pending
+    python -m lafuse.codegen.deferred --job      # what the background process runs (job on stdin)
+    python -m lafuse.codegen.deferred --wait     # block until no background compile is pending
 """
 
 from __future__ import annotations
@@ -27,40 +33,59 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from lafuse.codegen.cache import cache_dir
+from lafuse import cachedir, cachefiles
+from lafuse.fusion.observed import write_json
 
 NICE = 10  # the background compile yields the CPU to foreground work
-STALE_AFTER = 600.0  # s, a pending compile older than this is taken for dead
+STALE_AFTER = cachefiles.STALE_AFTER  # s, a pending compile older than this is taken for dead
 
 
-def spawn(plans: dict[str, Any], calibrate: Path | None = None) -> subprocess.Popen[bytes] | None:
+def _marker(d: Path, pid: int) -> Path:
+    return d / f".deferred_{pid}.json"
+
+
+def spawn(plans: dict[str, Any], calibrate: Path | None = None,
+          max_bytes: int | None = None) -> subprocess.Popen[bytes] | None:
     """Start the background compile of ``plans`` (canonical hash -> CPlan), after a quick calibration
-    saved to ``calibrate`` if given; None if there is nothing to do."""
+    saved to ``calibrate`` if given; None if there is nothing to do, or if this process's plan cache is
+    a private temporary one (removed at exit: compiling into it would be wasted)."""
     if not plans and calibrate is None:
         return None
-    d = cache_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    fd, path = tempfile.mkstemp(prefix=".deferred_", suffix=".pkl", dir=d)
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump({"plans": list(plans.values()), "calibrate": calibrate}, f)
+    d = cachedir.usable()
+    if cachedir.is_private(d):
+        return None
+    from lafuse import config as cfgmod
+
+    job = pickle.dumps({"plans": list(plans.values()), "calibrate": None if calibrate is None else str(calibrate),
+                        "cache_max_bytes": cfgmod.get().cache_max_bytes if max_bytes is None else max_bytes})
     env = dict(os.environ, LAFUSE_CODEGEN_CACHE=str(d))
-    return subprocess.Popen([sys.executable, "-m", "lafuse.codegen.deferred", path], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "lafuse.codegen.deferred", "--job"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    assert proc.stdin is not None
+    try:  # the marker before the job: the process waits for its job, so it cannot end before the marker
+        write_json(_marker(d, proc.pid), {"pid": proc.pid, "kernels": len(plans), "calibrate": calibrate is not None,
+                                          "started": time.time()})
+        proc.stdin.write(job)
+        proc.stdin.close()
+    except BaseException:
+        proc.kill()
+        _marker(d, proc.pid).unlink(missing_ok=True)
+        raise
+    return proc
 
 
 def _calibrate(target: Path) -> None:
-    """Measure this machine (quick) into ``target``, unless a profile appeared there meanwhile (another
-    run's background job, or the user's ``lafuse calibrate``)."""
+    """Measure this machine (quick) into ``target``, unless a valid profile appeared there meanwhile
+    (another run's background job, or the user's ``lafuse calibrate``); an invalid one is replaced."""
     from lafuse.cost import profile
     from lafuse.cost.calibrate import calibrate
 
-    if target.is_file():
+    if profile.valid(target):
         return
     try:
         profile.save(calibrate(quick=True), target)
@@ -68,38 +93,27 @@ def _calibrate(target: Path) -> None:
         pass  # the defaults stay (the next run that decides on them asks again)
 
 
-def compile_all(path: Path) -> int:
-    """Run the job of the pickle at ``path``: the calibration it asks for, then a compile of every
-    plan that is not cached yet; returns how many plans were compiled."""
+def compile_all(job: dict[str, Any]) -> int:
+    """Run a job: the calibration it asks for, then a compile of every plan that is not cached yet;
+    returns how many plans were compiled."""
+    from lafuse import config as cfgmod
     from lafuse.codegen import compile_plan, is_cached
 
+    if job.get("calibrate") is not None:
+        _calibrate(Path(job["calibrate"]))
     n = 0
-    try:  # the pickle stays until the end: while it exists, a job is pending (see ``wait``)
-        with open(path, "rb") as f:
-            job = pickle.load(f)
-        if job["calibrate"] is not None:
-            _calibrate(Path(job["calibrate"]))
+    with cfgmod.using(cache_max_bytes=int(job.get("cache_max_bytes", cfgmod.get().cache_max_bytes))):
         for plan in job["plans"]:
             if not is_cached(plan):
                 compile_plan(plan)
                 n += 1
-    finally:
-        path.unlink(missing_ok=True)
     return n
 
 
 def pending(max_age: float = STALE_AFTER) -> list[Path]:
-    """Plan pickles of background compiles still running (younger than ``max_age`` seconds: an older
-    one belongs to a process that died)."""
-    now = time.time()
-    out = []
-    for p in cache_dir().glob(".deferred_*.pkl"):
-        try:
-            if now - p.stat().st_mtime < max_age:
-                out.append(p)
-        except OSError:  # finished meanwhile
-            pass
-    return out
+    """Markers of background jobs still running on this cache (younger than ``max_age`` seconds and
+    their process alive)."""
+    return [p for _, p in cachefiles.pending(cachedir.usable(), max_age)]
 
 
 def wait(timeout: float = STALE_AFTER) -> bool:
@@ -116,14 +130,18 @@ def wait(timeout: float = STALE_AFTER) -> bool:
 def main(argv: list[str]) -> int:
     if argv == ["--wait"]:
         return 0 if wait() else 1
-    if len(argv) != 1:
+    if argv != ["--job"]:
         print(__doc__, file=sys.stderr)
         return 2
     try:
         os.nice(NICE)
     except OSError:  # pragma: no cover - not permitted: compile at normal priority
         pass
-    compile_all(Path(argv[0]))
+    marker = _marker(cachedir.usable(), os.getpid())
+    try:  # the job comes from the lafuse run that started this process, over the pipe
+        compile_all(pickle.load(sys.stdin.buffer))
+    finally:
+        marker.unlink(missing_ok=True)
     return 0
 
 

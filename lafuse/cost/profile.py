@@ -4,11 +4,17 @@
 (``$LAFUSE_PROFILE`` if set, else ``$XDG_CACHE_HOME/lafuse/profile.json``, else
 ``~/.cache/lafuse/profile.json``). Without a file, conservative built-in defaults apply
 (:mod:`lafuse.cost.constants`), so costing never needs a calibration run.
+
+A file that does not parse, or holds anything but a JSON object of known keys with positive finite
+rates, is ignored with one warning and the defaults apply: every cost divides by these rates, so a 0
+or a string would fail every run. Such a file counts as missing for the automatic calibration
+(``codegen.deferred``), which replaces it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -44,11 +50,23 @@ class HardwareProfile:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> HardwareProfile:
+    def from_dict(data: Any) -> HardwareProfile:
+        if not isinstance(data, dict):
+            raise ValueError(f"not a JSON object of rates but {type(data).__name__}")
         names = {f.name for f in fields(HardwareProfile)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown hardware profile keys {unknown}; known: {sorted(names)}")
+        for k, v in data.items():
+            if k == "source":
+                ok = isinstance(v, str)
+            elif k == "threads":
+                ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            else:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            if not ok:
+                raise ValueError(f"{k} is {json.dumps(v)}, not a positive number" if k != "source" else
+                                 f"source is {json.dumps(v)}, not a string")
         return replace(HardwareProfile(), **data)
 
 
@@ -63,8 +81,20 @@ def profile_path() -> Path:
 _cached: dict[str, HardwareProfile] = {}
 
 
+def _read(p: Path) -> HardwareProfile:
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("not UTF-8 text") from e
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON ({e})") from e
+    return HardwareProfile.from_dict(data)
+
+
 def load(path: Path | None = None) -> HardwareProfile:
-    """The calibrated profile if one exists (and parses), else the defaults."""
+    """The calibrated profile if one exists (and is valid), else the defaults."""
     p = path or profile_path()
     key = str(p)
     if key in _cached:
@@ -72,13 +102,24 @@ def load(path: Path | None = None) -> HardwareProfile:
     prof = HardwareProfile()
     if p.is_file():
         try:
-            prof = HardwareProfile.from_dict(json.loads(p.read_text()))
+            prof = _read(p)
         except (OSError, ValueError, TypeError) as e:
             import sys
 
-            print(f"lafuse: ignoring the hardware profile {p}: {e}", file=sys.stderr)
+            why = getattr(e, "strerror", None) or e
+            print(f"lafuse: warning: ignoring the hardware profile {p}: {why}; using the built-in defaults "
+                  f"(`lafuse calibrate` replaces it)", file=sys.stderr)
     _cached[key] = prof
     return prof
+
+
+def valid(path: Path) -> bool:
+    """Whether ``path`` holds a profile ``load`` would use (quietly)."""
+    try:
+        _read(path)
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
 
 
 def save(prof: HardwareProfile, path: Path | None = None) -> Path:

@@ -140,9 +140,9 @@ def _kernel_cached(plan: C.CPlan) -> bool:
         return bool(cg.is_cached(plan))
     import os
 
-    from lafuse.config import codegen_cache_dir
+    from lafuse.cachedir import usable
 
-    base = codegen_cache_dir()
+    base = usable()
     keys = _DISK_KEYS.get(str(base))
     if keys is None:  # one listing per process and directory (a cache holds thousands of files)
         try:

@@ -15,13 +15,15 @@ it belonged to: when that run's candidates together save more than the start (ea
 load), a cached kernel of the script is weighed against its load alone.
 
 Counts are per run (the latest run overwrites a key's count; keys of other scripts stay). A missing
-or unreadable file means no observations.
+file means no observations; a corrupt one (not JSON, or an entry that is not a count) is deleted with
+one warning and means none either: feedback must never fail a run, and the next run starts afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass
@@ -46,10 +48,51 @@ class Observation:
 
 
 def cache_path(name: str) -> Path:
-    """A file of run feedback next to the plan cache (``$LAFUSE_CODEGEN_CACHE``)."""
-    from lafuse.config import codegen_cache_dir
+    """A file of run feedback next to the plan cache (``$LAFUSE_CODEGEN_CACHE``, if it passes the
+    safety check of :mod:`lafuse.cachedir`)."""
+    from lafuse.cachedir import usable
 
-    return Path(codegen_cache_dir()) / name
+    return usable() / name
+
+
+def read_feedback(path: Path, parse: Any) -> Any:
+    """``parse(json)`` of a feedback file; None if there is none. A file that cannot be read or parsed
+    (``parse`` raises ValueError/TypeError/KeyError) is deleted with one warning: the caller rebuilds it."""
+    from lafuse.cachedir import warn
+
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        warn(f"run feedback {path} unreadable ({e.strerror}); ignored")
+        return None
+    try:
+        return parse(json.loads(text))
+    except (ValueError, TypeError, KeyError) as e:
+        warn(f"run feedback {path} is corrupt ({type(e).__name__}: {e}); deleted, rebuilt by later runs")
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{json.dumps(v)} is not a number")
+    return float(v)
+
+
+def _parse(raw: Any) -> dict[str, Observation]:
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    data: dict[str, Observation] = {}
+    for k, v in raw.items():
+        if not isinstance(v, dict) or _number(v["runs"]) < 0 or not isinstance(v.get("run", ""), str):
+            raise ValueError(f"entry {k!r} is not an observation")
+        data[str(k)] = Observation(_number(v["runs"]), _number(v.get("saving", 0.0)), str(v.get("run", "")))
+    return data
 
 
 def write_json(path: Path, data: Any, sort_keys: bool = False) -> None:
@@ -70,15 +113,7 @@ def load() -> dict[str, Observation]:
     p = _path()
     key = str(p)
     if key not in _loaded:
-        data: dict[str, Observation] = {}
-        try:
-            raw = json.loads(p.read_text())
-            for k, v in (raw.items() if isinstance(raw, dict) else ()):
-                if isinstance(v, dict) and isinstance(v.get("runs"), (int, float)) and v["runs"] >= 0:
-                    data[str(k)] = Observation(float(v["runs"]), float(v.get("saving", 0.0)), str(v.get("run", "")))
-        except (OSError, ValueError, TypeError):
-            pass
-        _loaded[key] = data
+        _loaded[key] = read_feedback(p, _parse) or {}
     return _loaded[key]
 
 

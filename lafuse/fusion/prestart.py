@@ -24,8 +24,9 @@ import hashlib
 import json
 import sys
 import threading
+from typing import Any
 
-from lafuse.fusion.observed import cache_path, write_json
+from lafuse.fusion.observed import cache_path, read_feedback, write_json
 
 FILE = "prestart.json"
 MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
@@ -38,12 +39,18 @@ def _key(text: str, policy: str) -> str:
     return hashlib.sha256(f"{policy}\0{text}".encode()).hexdigest()[:24]
 
 
+def _parse(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    for k, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"entry {k!r} is {json.dumps(v)}, not a kernel count")
+    return {str(k): v for k, v in raw.items()}
+
+
 def _read() -> dict[str, int]:
-    try:
-        raw = json.loads(cache_path(FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
+    """The file's counts (a corrupt file is deleted with a warning: observed.read_feedback)."""
+    return read_feedback(cache_path(FILE), _parse) or {}
 
 
 def wanted(text: str, policy: str) -> bool:

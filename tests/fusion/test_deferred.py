@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -39,11 +38,11 @@ def test_kernels_that_pay_only_from_the_disk_cache_are_deferred(tmp_path, monkey
     from lafuse import codegen
     from lafuse.codegen import deferred
 
-    pkl = tmp_path / "cache" / ".deferred_test.pkl"
-    pkl.parent.mkdir(parents=True)
-    pkl.write_bytes(pickle.dumps({"plans": [plan], "calibrate": None}))
-    assert deferred.pending() == [pkl]
-    assert deferred.compile_all(pkl) == 1 and not pkl.exists() and codegen.is_cached(plan)
+    marker = tmp_path / "cache" / f".deferred_{os.getpid()}.json"  # a job of a live process is pending
+    marker.write_text(json.dumps({"pid": os.getpid()}))
+    assert deferred.pending() == [marker]
+    marker.unlink()
+    assert deferred.compile_all({"plans": [plan], "calibrate": None}) == 1 and codegen.is_cached(plan)
     spoofs, labels = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
     assert [s.op for s in spoofs] == ["spoofCell"] and not any(lb.startswith("b(*)") for lb in labels)
     assert not fusion.DEFERRED
@@ -73,7 +72,7 @@ def test_cli_compiles_deferred_kernels_in_the_background_for_the_next_run(tmp_pa
     first = run()
     assert "spoofCell" not in first and "(1 kernels that would pay from the disk cache" in first
     waited = subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, timeout=300)
-    assert waited.returncode == 0 and not list(cache.glob(".deferred_*.pkl"))
+    assert waited.returncode == 0 and not list(cache.glob(".deferred_*"))
     second = run()
     assert "spoofCell" in second and "compiled 0 " in second and "disk cache hits 1 " in second
     assert "kernels that would pay" not in second
@@ -100,20 +99,25 @@ def test_a_source_without_numba_index_is_not_cached(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "lafuse.codegen")
     (tmp_path / f"k_{key}_000000000000_x.py").write_text("# being compiled\n")
     assert not fusion._kernel_cached(plan)
-    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__").mkdir(exist_ok=True)  # the cache made it at its check
     (tmp_path / "__pycache__" / f"k_{key}_000000000000_x.kernel-6.py311.nbi").write_bytes(b"")
     assert not fusion._kernel_cached(plan)  # the directory is listed once per process
     fusion._DISK_KEYS.clear()  # a new process
     assert fusion._kernel_cached(plan)
 
 
-def test_deferred_wait_ignores_stale_pickles(tmp_path, monkeypatch):
+def test_deferred_wait_ignores_stale_markers(tmp_path, monkeypatch):
+    # a marker older than STALE_AFTER, or whose process is gone (killed), is no pending job
     from lafuse.codegen import deferred
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
-    old = tmp_path / ".deferred_old.pkl"
-    old.write_bytes(b"")
+    old = tmp_path / f".deferred_{os.getpid()}.json"
+    old.write_text(json.dumps({"pid": os.getpid()}))
     os.utime(old, (1.0, 1.0))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone = tmp_path / f".deferred_{dead.pid}.json"
+    gone.write_text(json.dumps({"pid": dead.pid}))
     assert deferred.pending() == [] and deferred.wait(timeout=1.0)
     assert Path(old).exists()
 

@@ -1,0 +1,226 @@
+"""Which plan-cache directory a process uses, whether it is safe to, and the key that signs its files.
+
+The plan cache (``lafuse/codegen/cache.py``) keeps generated kernels and Numba's compiled code of them
+on disk, and Numba loads that code (pickles holding native code) into the process. So the directory is
+used only if no other user can put files there: it must be a directory owned by this user, writable by
+its owner and by nobody else (neither group nor world). ``LAFUSE_CODEGEN_CACHE=/tmp/shared`` (mode
+1777) therefore fails the check, as does a directory of another user or one marked read-only; the
+process then warns once and compiles into a private temporary directory (``mkdtemp``: mode 0700,
+removed at exit). Why a directory rather than in-memory compiles: the kernels carry Numba's
+``cache=True`` and Numba needs a real source file to compile them at all; a private directory keeps
+one code path (the same verification, the same loader) and costs only this run's compiles. What the
+check defends and what it does not is set out with the integrity check in
+:mod:`lafuse.codegen.integrity`.
+
+The key signs Numba's files (HMAC-SHA256). It lives in a per-user file *outside* the cache directory
+(``$LAFUSE_CACHE_KEY``, else ``$XDG_CONFIG_HOME/lafuse/cache.key``, else ``~/.config/lafuse/cache.key``),
+created with 32 random bytes and mode 0600 on first use; a key file that is not a regular file of
+this user readable by it alone is not used (nor is a cache signed with it).
+
+This module starts no Numba: the optimizer asks which directory to probe before it decides to load
+the code generator.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from lafuse.config import codegen_cache_dir as configured
+
+KEY_BYTES = 32
+PYCACHE = "__pycache__"  # Numba's files of the kernels, beside their sources
+
+_USABLE: dict[str, Path] = {}  # configured directory -> the directory this process uses for it
+_PRIVATE: list[Path] = []  # this process's private directory, if it needed one
+_KEYS: dict[str, tuple[bytes | None, str | None]] = {}  # key file -> (key, why it is not usable)
+_EPHEMERAL = secrets.token_bytes(KEY_BYTES)  # signs the private directory when the key file is unusable
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, once per process for the same message (a run meets the same bad file at
+    every recompilation)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"lafuse: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _euid() -> int:
+    return os.geteuid()
+
+
+def unsafe(path: Path, follow: bool = True) -> str | None:
+    """Why ``path`` may not hold cached code (None: it may). ``follow=False`` for the directories
+    lafuse creates itself, which must not be symlinks."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError as e:
+        return f"cannot inspect it ({e.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    mode = f"mode {stat.S_IMODE(st.st_mode):04o}"
+    if st.st_uid != _euid():
+        return f"owned by uid {st.st_uid}, not by this user (uid {_euid()})"
+    if st.st_mode & stat.S_IWOTH:
+        return f"writable by all users ({mode})"
+    if st.st_mode & stat.S_IWGRP:
+        return f"writable by its group ({mode})"
+    if not st.st_mode & stat.S_IWUSR:
+        return f"read-only ({mode})"
+    return None
+
+
+def _prepare(d: Path) -> str | None:
+    """Create ``d`` (mode 0700) and its Numba subdirectory if missing, and check both (None: usable)."""
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as e:
+        return f"cannot create it ({e.strerror or e})"
+    why = unsafe(d)
+    if why is not None:
+        return why
+    sub = d / PYCACHE
+    try:
+        sub.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        return f"cannot create {PYCACHE} in it ({e.strerror or e})"
+    why = unsafe(sub, follow=False)
+    if why is not None:
+        return f"its {PYCACHE} is {why}"
+    try:  # a read-only file system passes the mode check
+        fd, probe = tempfile.mkstemp(prefix=".probe_", dir=sub)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"not writable ({e.strerror or e})"
+    key_file = key_path().absolute()
+    if key_file == d.absolute() or d.absolute() in key_file.parents:
+        return f"the key file {key_file} lies inside it"
+    return user_key()[1]
+
+
+def usable() -> Path:
+    """The plan-cache directory of this process: the configured one if it passes the checks, else a
+    private temporary directory (with one warning). Checked once per process and configured path."""
+    conf = configured()
+    d = _USABLE.get(str(conf))
+    if d is None:
+        why = _prepare(conf)
+        if why is None:
+            d = conf
+        else:
+            d = private()
+            warn(f"plan cache {conf} not used: {why}; kernels are compiled into a private temporary "
+                 f"directory for this process")
+        _USABLE[str(conf)] = d
+    return d
+
+
+def abandon(reason: str) -> Path:
+    """Stop using the configured directory for the rest of the process (a write into it failed)."""
+    conf = configured()
+    d = private()
+    if _USABLE.get(str(conf)) != d:
+        warn(f"plan cache {conf} not used from now on: {reason}; kernels are compiled into a private "
+             f"temporary directory for this process")
+        _USABLE[str(conf)] = d
+    return d
+
+
+def private() -> Path:
+    """This process's own temporary plan cache (created once, removed at exit)."""
+    if not _PRIVATE:
+        d = Path(tempfile.mkdtemp(prefix="lafuse-codegen-"))
+        (d / PYCACHE).mkdir(mode=0o700)
+        _PRIVATE.append(d)
+        atexit.register(shutil.rmtree, d, True)
+    return _PRIVATE[0]
+
+
+def is_private(d: Path) -> bool:
+    return bool(_PRIVATE) and d == _PRIVATE[0]
+
+
+def forget() -> None:
+    """Check the directories again at their next use (tests: a new process)."""
+    _USABLE.clear()
+    _KEYS.clear()
+
+
+# --------------------------------------------------------------------------------------------- key
+
+def key_path() -> Path:
+    env = os.environ.get("LAFUSE_CACHE_KEY")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "lafuse" / "cache.key"
+
+
+def _read_key(path: Path) -> bytes:
+    """The key in ``path``; ValueError says why the file may not be used."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_uid != _euid():
+            raise ValueError(f"owned by uid {st.st_uid}, not by this user")
+        if st.st_mode & 0o077:
+            raise ValueError(f"readable or writable by other users (mode {stat.S_IMODE(st.st_mode):04o}; "
+                             f"chmod 600 it)")
+        data = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) != KEY_BYTES:
+        raise ValueError(f"holds {len(data)} bytes, not {KEY_BYTES}")
+    return data
+
+
+def _create_key(path: Path) -> None:
+    """A new random key at ``path`` (mode 0600), atomically: concurrent first runs agree on one key."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=".cache.key.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(KEY_BYTES))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process made it first: its key is the key
+            pass
+    finally:
+        os.unlink(tmp)
+
+
+def user_key(create: bool = True) -> tuple[bytes | None, str | None]:
+    """This user's signing key, or None and why it cannot be used (created if missing)."""
+    path = key_path()
+    hit = _KEYS.get(str(path))
+    if hit is not None:
+        return hit
+    try:
+        if create and not os.path.lexists(path):
+            _create_key(path)
+        out: tuple[bytes | None, str | None] = (_read_key(path), None)
+    except FileNotFoundError:
+        return None, f"no key file {path} yet"
+    except (OSError, ValueError) as e:
+        out = (None, f"the key file {path} is not usable: {getattr(e, 'strerror', None) or e}")
+    _KEYS[str(path)] = out
+    return out
+
+
+def key() -> bytes:
+    """The key that signs and verifies Numba's files in this process: the user's, or (when the key file
+    is unusable, so the process uses a private directory) one that lives as long as the process."""
+    k = user_key()[0]
+    return k if k is not None else _EPHEMERAL
