@@ -163,7 +163,7 @@ _VT = {"double": DOUBLE, "int": INT, "boolean": BOOLEAN, "string": STRING}
 def read_meta(args: dict[str, Hop], params: dict[str, Any], span: Span, files: FileTracker) -> None:
     """Compile-time data type, value type and sizes of ``read()``: from the read's literal arguments,
     then from an earlier write of the same file, else from its ``.mtd`` (as SystemDS does)."""
-    from lafuse.runtime.io.meta import load_mtd, norm_param
+    from lafuse.runtime.io.meta import load_mtd, mtd_params
 
     path_h = args.get("target")
     meta: dict[str, Any] = {}
@@ -174,10 +174,8 @@ def read_meta(args: dict[str, Hop], params: dict[str, Any], span: Span, files: F
             meta = {"data_type": w.dt, "value_type": w.vt, "rows": w.rows, "cols": w.cols, "nnz": w.nnz}
         else:
             try:
-                mtd = load_mtd(path + ".mtd") or {}
-                where = f"metadata file '{path}.mtd'"
-                meta = {k: norm_param(k, mtd[k], where) for k in ("rows", "cols", "nnz", "data_type", "value_type")
-                        if k in mtd}
+                mtd = load_mtd(path + ".mtd")
+                meta = mtd_params(path + ".mtd", mtd) if mtd is not None else {}
             except DMLError as e:
                 if how == "disk":
                     raise DMLValidationError(e.message, span) from None

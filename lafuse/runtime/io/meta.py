@@ -144,6 +144,13 @@ def load_mtd(mtd_path: str) -> dict[str, Any] | None:
     return mtd
 
 
+def mtd_params(mtd_path: str, mtd: dict[str, Any]) -> dict[str, Any]:
+    """The read parameters a ``.mtd`` gives, in lafuse's form (unknown counts left out)."""
+    where = f"metadata file '{mtd_path}'"
+    out = {k: norm_param(k, v, where) for k, v in mtd.items() if k not in _IGNORED_KEYS}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def data_check(mtd: dict[str, Any]) -> tuple[int, int] | None:
     """The (bytes, crc32) a lafuse writer recorded in ``description``, if any."""
     desc = mtd.get("description")
@@ -161,9 +168,7 @@ def merged(path: str, params: dict[str, Any]) -> Meta:
     mtd = load_mtd(mtd_path)
     if mtd is None:
         return Meta(out)
-    where = f"metadata file '{mtd_path}'"
-    from_mtd = {k: norm_param(k, v, where) for k, v in mtd.items() if k not in _IGNORED_KEYS}
-    from_mtd = {k: v for k, v in from_mtd.items() if v is not None}
+    from_mtd = mtd_params(mtd_path, mtd)
     for k, v in out.items():
         if k in from_mtd and from_mtd[k] != v:
             raise DMLRuntimeError(

@@ -234,11 +234,11 @@ def _read_csv_matrix(path: str, meta: Meta, raw: bytes) -> np.ndarray:
     for k, line in enumerate(data):
         if line.strip() == "":
             raise DMLRuntimeError(f"{path}:{first + k}: empty line in csv file")
+    first_cells = len(split_csv(data[0], sep)) if data else 0
     if ncols is None:
-        ncols = len(split_csv(data[0], sep)) if data else 0
-    nrows_given = p.get("rows")
-    if nrows_given is not None and len(data) != nrows_given:
-        check_matrix(path, meta, len(data), ncols, lambda: 0)
+        ncols = first_cells
+    if (p.get("rows") is not None and len(data) != p["rows"]) or (data and first_cells != ncols):
+        check_matrix(path, meta, len(data), first_cells, lambda: 0)  # the declared sizes are wrong
     out = np.zeros((len(data), ncols), dtype=np.float64)
     fast = not na_set and safe_numeric_text("\n".join(data[:1000]), sep)
     for k, line in enumerate(data):
