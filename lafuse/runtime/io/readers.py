@@ -449,16 +449,17 @@ def _read_npy(path: str, meta: Meta) -> Any:
                     f"{dtype} array ({count * dtype.itemsize} bytes of data), the file holds {size - offset}")
             convert = dtype != np.dtype("<f8") or (fortran and rows > 1 and cols > 1)
             memory.check(size + (8 * count if convert else 0), f"reading '{path}' ({rows}x{cols}, dense)")
-            buf = bytearray(size)
+            buf = np.empty(size, dtype=np.uint8)  # the file once, in memory the result can live in
             f.seek(0)
-            if f.readinto(buf) != size:
+            if f.readinto(memoryview(buf)) != size:
                 raise DMLRuntimeError(f"'{path}' changed while it was read")
     except OSError as e:
         raise DMLRuntimeError(f"cannot read '{path}': {e.strerror or e}") from None
     verify_data(path, meta, buf)
-    arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+    arr = buf[offset:].view(dtype) if count else np.zeros(0, dtype=dtype)
     arr = arr.reshape((rows, cols), order="F" if fortran else "C")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    # a copy only to convert, reorder or align (a header padded to an odd length): kernels want aligned data
+    return np.require(arr, dtype=np.float64, requirements=["C", "A", "W"])
 
 
 def _npy_header(path: str, f: Any) -> tuple[tuple[int, ...], bool, np.dtype, int]:
