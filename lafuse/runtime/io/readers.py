@@ -451,11 +451,11 @@ def _read_npy(path: str, meta: Meta) -> Any:
             memory.check(size + (8 * count if convert else 0), f"reading '{path}' ({rows}x{cols}, dense)")
             buf = np.empty(size, dtype=np.uint8)  # the file once, in memory the result can live in
             f.seek(0)
-            if f.readinto(memoryview(buf)) != size:
+            if f.readinto(buf.data) != size:
                 raise DMLRuntimeError(f"'{path}' changed while it was read")
     except OSError as e:
         raise DMLRuntimeError(f"cannot read '{path}': {e.strerror or e}") from None
-    verify_data(path, meta, buf)
+    verify_data(path, meta, buf.data)
     arr = buf[offset:].view(dtype) if count else np.zeros(0, dtype=dtype)
     arr = arr.reshape((rows, cols), order="F" if fortran else "C")
     # a copy only to convert, reorder or align (a header padded to an odd length): kernels want aligned data
