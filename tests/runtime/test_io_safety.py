@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,15 @@ def test_a_read_only_metadata_file_is_replaced_with_its_permissions(tmp_path):
     write_value(NEW, path, {"format": "csv"})
     assert _same(read_value(path, {}), NEW)
     assert os.stat(path + ".mtd").st_mode & 0o777 == 0o444
+
+
+def test_a_device_is_written_in_place_not_replaced(tmp_path):
+    """Renaming over /dev/null (as root) would replace the device with a file."""
+    link = tmp_path / "sink"
+    link.symlink_to("/dev/null")
+    write_value(OLD, str(link), {"format": "csv"})
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and link.is_symlink()
+    assert json.loads(_bytes(str(link) + ".mtd"))["rows"] == 2
 
 
 def test_new_data_beside_old_metadata_is_an_error(tmp_path, capsys):
@@ -365,7 +375,7 @@ def test_reads_stop_before_allocating_beyond_the_memory_budget(tmp_path, capsys)
     rc, out, err = _run(capsys, f'X = read("{big}"); print(sum(X))', "--config", str(conf))
     assert (rc, out) == (1, "")
     assert re.search(rf"runtime error: reading '{re.escape(str(big))}' \(1000000000x1000000000, 1 cells\) "
-                     r"needs 16 GB, beyond the memory budget of [\d.]+ [GM]B \(memory_budget=0\.1 of", err), err
+                     r"needs 17 GB, beyond the memory budget of [\d.]+ [GM]B \(memory_budget=0\.1 of", err), err
     assert "raise memory_budget in a --config file" in err
     x = np.ones((300, 100))
     for fmt in ("npy", "csv", "text"):

@@ -132,6 +132,8 @@ class AtomicFiles:
             os.makedirs(d, exist_ok=True)
         except OSError as e:
             raise _error(target, e) from None
+        if os.path.exists(target) and not os.path.isfile(target):
+            return _write_direct(target, fill)  # a device or a pipe (/dev/null): nothing to replace
         remove_stale(target)
         tmp = _hidden(target, TMP_SUFFIX)
         entry = Staged(target, tmp)
@@ -206,6 +208,16 @@ class AtomicFiles:
                 if p is not None:
                     with contextlib.suppress(OSError):
                         os.unlink(p)
+
+
+def _write_direct(target: str, fill: Callable[[HashingWriter], None]) -> HashingWriter:
+    try:
+        with open(target, "wb") as f:
+            sink = HashingWriter(f)
+            fill(sink)
+    except OSError as e:
+        raise _error(target, e) from None
+    return sink
 
 
 def _resolve(target: str) -> str:

@@ -44,11 +44,13 @@ from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, choose_format, is_matrix, nnz, sparse_format
 
 # measured peaks of whole reads (tracemalloc), beyond the file's bytes: the csv path holds the
-# dense result about 4 times over (pandas' frame, its copy, the result), the IJV path about 100
-# bytes per cell (token arrays, duplicate removal, COO -> CSR) and COO -> CSR two index arrays of rows+1
+# dense result about 4 times over (pandas' frame, its copy, the result; 2e4 x 200: 199 MB for a 77 MB
+# file and 32 MB of doubles), the IJV path about 100 bytes per cell (token arrays, duplicate removal,
+# COO -> CSR; 4e6 cells: 521 MB for a 113 MB file), and COO -> CSR two index arrays of rows+1
+# (1e8 rows, 1 cell: 16.35 bytes per row, rounded up)
 _CSV_DENSE_COPIES = 4
 _IJV_BYTES_PER_CELL = 100
-_CSR_BYTES_PER_ROW = 16
+_CSR_BYTES_PER_ROW = 17
 
 
 def read_value(path: str, params: dict[str, Any], expect: tuple[str, int, int, int] | None = None) -> Any:
