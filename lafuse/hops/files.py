@@ -63,9 +63,9 @@ def _const_path(e: A.Expr | None, nvargs: dict[str, Any], pos_args: list[Any]) -
             v = nvargs.get(e.name)
         return v if isinstance(v, str) else None
     if isinstance(e, A.Call) and e.name == "ifdef" and len(e.args) == 2 and isinstance(e.args[0].value, A.CmdArg):
-        got = _const_path(e.args[0].value, nvargs, pos_args)
-        return got if got is not None or e.args[0].value.name in nvargs else _const_path(e.args[1].value, nvargs,
-                                                                                          pos_args)
+        name = e.args[0].value.name
+        given = name in nvargs or (name.isdigit() and 0 < int(name) <= len(pos_args))
+        return _const_path(e.args[0].value if given else e.args[1].value, nvargs, pos_args)
     return None
 
 
@@ -170,9 +170,10 @@ def read_meta(args: dict[str, Hop], params: dict[str, Any], span: Span, files: F
     if path_h is not None and path_h.is_literal and isinstance(path_h.value, str):
         path = path_h.value
         how, w = files.lookup(file_key(path))
-        if how == "written" and w is not None:
+        if how == "written" and w is not None and w.dt is not None:
             meta = {"data_type": w.dt, "value_type": w.vt, "rows": w.rows, "cols": w.cols, "nnz": w.nnz}
-        else:
+        else:  # the .mtd on disk, for the types only when the script may have rewritten the file
+            how = "unknown" if how == "written" else how
             try:
                 mtd = load_mtd(path + ".mtd")
                 meta = mtd_params(path + ".mtd", mtd) if mtd is not None else {}

@@ -280,6 +280,14 @@ print("computed path: " + nrow(V) + "x" + ncol(V) + " " + sum(V))
                    "computed path: 6x1 12.0\n")
 
 
+def test_a_scalar_file_rewritten_in_a_loop_keeps_its_type(tmp_path, capsys):
+    f = str(tmp_path / "count")
+    write_value(1, f, {})
+    rc, out, err = _run(capsys, 'for (i in 1:3) {\n  s = read(ifdef($f, "none"))\n  write(s + 1, $f)\n}\n'
+                                'print(read($f))', "--nvargs", f"f={f}")
+    assert (rc, out, err) == (0, "4\n", "")
+
+
 def test_a_file_changed_after_compilation_is_an_error(tmp_path):
     f = str(tmp_path / "m.csv")
     write_value(OLD, f, {"format": "csv"})
