@@ -73,7 +73,7 @@ def read_value(path: str, params: dict[str, Any], expect: tuple[str, int, int, i
     else:
         v = _read_matrix(path, meta)
     if expect is not None:
-        _check_expected(path, v, meta, expect)
+        _check_expected(path, v, meta, expect, "data_type" in params)
     return v
 
 
@@ -105,10 +105,11 @@ def _load(path: str, meta: Meta) -> bytes:
     return strip_bom(raw)
 
 
-def _check_expected(path: str, v: Any, meta: Meta, expect: tuple[str, int, int, int]) -> None:
+def _check_expected(path: str, v: Any, meta: Meta, expect: tuple[str, int, int, int], typed: bool) -> None:
+    """``typed``: the read statement gave data_type (possibly as a variable the compiler did not see)."""
     dt, rows, cols, want_nnz = expect
     kind = "matrix" if is_matrix(v) else "frame" if isinstance(v, Frame) else "scalar"
-    if dt in ("matrix", "frame", "scalar") and dt != kind:
+    if not typed and dt in ("matrix", "frame", "scalar") and dt != kind:
         raise DMLRuntimeError(f"'{path}' holds a {kind}, but the script was compiled for a {dt} (from its "
                               f"metadata then): the file changed while the script ran")
     if kind != "matrix":
