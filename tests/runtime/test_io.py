@@ -314,7 +314,7 @@ def test_read_mm_dimension_conflict(tmp_path):
 def test_csv_header_fill_default_and_na_strings(tmp_path):
     h = _put(tmp_path / "h.csv", "a,b,c\n1,2,3\n4,,6\n")
     _same(read_value(h, {"format": "csv", "header": True}), np.array([[1.0, 2, 3], [4, 0, 6]]))
-    # rows larger than the file: SystemDS pads with zero rows (and logs a warning), lafuse refuses (a
+    # rows larger than the file: SystemDS pads with zero rows (no error), lafuse refuses (a
     # short file is what an interrupted write leaves)
     with pytest.raises(DMLRuntimeError, match=r"h\.csv': Read matrix dimensions differ from meta data: "
                                               r"\[2x3\] vs\. \[4x3\] \(declared by the read statement\)"):

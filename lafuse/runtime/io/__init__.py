@@ -31,9 +31,9 @@ they allocate.
 Deliberate differences: ``text`` without known dimensions infers them from the largest indices
 (SystemDS refuses); a read without format or ``.mtd`` guesses the format from the extension or the
 content (csv by default, tab-separated for ``.tsv``); a csv with fewer rows than declared is an error
-(SystemDS pads it with zero rows and logs a warning); a declared nnz must match (SystemDS does not
-check it); a UTF-8 byte order mark at the start of a text file is skipped (SystemDS reads it as part
-of the first cell).
+(SystemDS pads it with zero rows, silently at its default log level); a declared nnz must match
+(SystemDS does not check it); a UTF-8 byte order mark at the start of a MatrixMarket file is skipped
+(SystemDS skips it in csv and text files, as Hadoop's line reader does, but not before an mm header).
 """
 
 from lafuse.runtime.io.meta import MATRIX_FORMATS

@@ -209,8 +209,8 @@ def _mismatch(path: str, meta: Meta, have: str, want: str) -> str:
 
 def check_matrix(path: str, meta: Meta, rows: int, cols: int, count_nnz: Any) -> None:
     """The matrix read against the rows, cols and nnz declared for it, with SystemDS's wording.
-    SystemDS 3.4 pads a csv with fewer rows than declared (a warning); lafuse refuses, because a
-    short file is what an interrupted write leaves. ``count_nnz`` is called only when nnz is declared."""
+    SystemDS 3.4 pads a csv with fewer rows than declared (a hidden log warning); lafuse refuses,
+    because a short file is what an interrupted write leaves. ``count_nnz`` runs only when nnz is declared."""
     p = meta.params
     want_r, want_c = p.get("rows"), p.get("cols")
     if (want_r is not None and want_r != rows) or (want_c is not None and want_c != cols):
