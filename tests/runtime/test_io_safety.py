@@ -72,16 +72,23 @@ def test_a_failed_metadata_rename_leaves_the_old_pair(tmp_path, monkeypatch, fmt
     assert _same(read_value(path, {}), OLD)
 
 
-def test_a_disk_error_while_writing_leaves_the_old_pair(tmp_path, monkeypatch):
+@pytest.mark.parametrize("call,err", [
+    ("fsync", OSError(errno.ENOSPC, "No space left on device")),  # a full disk
+    ("open", PermissionError(errno.EACCES, "Permission denied")),  # a read-only directory (tests run as root)
+])
+def test_a_disk_error_while_writing_leaves_the_old_pair(tmp_path, monkeypatch, call, err):
     path = str(tmp_path / "m.csv")
     write_value(OLD, path, {"format": "csv"})
     old_data, old_mtd = _bytes(path), _bytes(path + ".mtd")
+    real = getattr(os, call)
 
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def failing(*a, **k):
+        if call == "open" and not str(a[0]).endswith(".lafuse-tmp"):
+            return real(*a, **k)
+        raise err
 
-    monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(DMLRuntimeError, match=re.escape(f"cannot write '{path}': No space left on device")):
+    monkeypatch.setattr(os, call, failing)
+    with pytest.raises(DMLRuntimeError, match=re.escape(f"cannot write '{path}': {err.strerror}")):
         write_value(NEW, path, {"format": "csv"})
     monkeypatch.undo()
     assert _bytes(path) == old_data and _bytes(path + ".mtd") == old_mtd
