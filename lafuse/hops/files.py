@@ -163,6 +163,7 @@ _VT = {"double": DOUBLE, "int": INT, "boolean": BOOLEAN, "string": STRING}
 def read_meta(args: dict[str, Hop], params: dict[str, Any], span: Span, files: FileTracker) -> None:
     """Compile-time data type, value type and sizes of ``read()``: from the read's literal arguments,
     then from an earlier write of the same file, else from its ``.mtd`` (as SystemDS does)."""
+    # the runtime's parser, so compile time and run time accept and reject the same .mtd files
     from lafuse.runtime.io.meta import load_mtd, mtd_params
 
     path_h = args.get("target")
