@@ -15,6 +15,7 @@ from typing import Any
 
 from lafuse.errors import DMLSizeError, DMLValidationError, Span
 from lafuse.hops import sizes
+from lafuse.hops.files import ANY, FileTracker, file_key, read_meta
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
 from lafuse.hops.program import (
     Block,
@@ -49,12 +50,15 @@ class Builder:
         self._treads: dict[str, Hop] = {}
         self._roots: list[Hop] = []
         self._assigned: list[str] = []
+        self._dag_reads: list[Hop] = []  # read() HOPs of the current DAG, in statement order
+        self.files = FileTracker()
 
     # ------------------------------------------------------------ programs
     def build_program(self, script: A.Script) -> Program:
         self.resolver.add_script(script, "")
         for imp in script.imports:
             self.resolver.load_namespace(imp, os.path.dirname(os.path.abspath(script.path)), "")
+        self.files.prepare(script, self.resolver.functions, self.nvargs, self.pos_args)
         blocks = self.build_blocks([s for s in script.statements if not isinstance(s, A.Import)])
         funcs = {k: FunctionProgram(f.name, f.params, f.outputs, [], f.file, f.span,
                                     k.split("::")[0] if "::" in k else "")
@@ -65,6 +69,7 @@ class Builder:
                        known: dict[str, VarInfo] | None = None) -> list[Block]:
         """Build a function body; ``known`` carries parameter sizes that every call site agrees on (IPA)."""
         saved_env, saved_ns = self.env, self.ns
+        self.files.fn_depth += 1
         self.env = {}
         self.ns = key.split("::")[0] if "::" in key else ""
         for p in fdef.params:
@@ -83,6 +88,7 @@ class Builder:
             return self.build_function(key, fdef, None)
         finally:
             self.env, self.ns = saved_env, saved_ns
+            self.files.fn_depth -= 1
         return blocks
 
     def build_blocks(self, stmts: list[A.Stmt]) -> list[Block]:
@@ -110,7 +116,7 @@ class Builder:
 
     # ------------------------------------------------------------ blocks
     def _begin_dag(self) -> None:
-        self._var_map, self._treads, self._roots, self._assigned = {}, {}, [], []
+        self._var_map, self._treads, self._roots, self._assigned, self._dag_reads = {}, {}, [], [], []
 
     def _generic(self, stmts: list[A.Stmt]) -> GenericBlock:
         self._begin_dag()
@@ -138,18 +144,24 @@ class Builder:
             pred = self._pred_dag(s.pred)
             self._check_predicate(pred.roots[0], s.pred.span)
             before = dict(self.env)
+            files_before = self.files.snapshot()
             then_blocks = self.build_blocks(s.then_body)
-            env_then = self.env
+            env_then, files_then = self.env, self.files.snapshot()
             self.env = dict(before)
+            self.files.restore(files_before)
             else_blocks = self.build_blocks(s.else_body)
             self.env = _merge_env(env_then, self.env)
+            self.files.join(files_then)
             return IfBlock(pred=pred, then_blocks=then_blocks, else_blocks=else_blocks, span=s.span)
         if isinstance(s, A.While):
+            files_top = self.files.enter_loop(s.body)
             before = self._stable_loop_env(s.body, None)
+            self.files.restore(files_top)
             pred = self._pred_dag(s.pred)
             self._check_predicate(pred.roots[0], s.pred.span)
             body = self.build_blocks(s.body)
             self.env = _merge_env(before, self.env)
+            self.files.restore(files_top)
             return WhileBlock(pred=pred, body=body, span=s.span)
         if isinstance(s, A.For):
             start = self._pred_dag(s.start)
@@ -158,9 +170,12 @@ class Builder:
             for d, e in ((start, s.start), (stop, s.stop), (incr, s.incr)):
                 if d is not None and d.roots[0].dt not in (SCALAR, UNKNOWN):
                     raise DMLValidationError("for loop bounds must be scalars", e.span if e else s.span)
+            files_top = self.files.enter_loop(s.body)
             before = self._stable_loop_env(s.body, s.var)
+            self.files.restore(files_top)
             body = self.build_blocks(s.body)
             self.env = _merge_env(before, self.env)
+            self.files.restore(files_top)
             opts = {}
             for k, v in s.options.items():
                 opts[k] = v.name if isinstance(v, A.Var) else getattr(v, "value", None)
@@ -175,7 +190,7 @@ class Builder:
         if loop_var is not None:
             cur[loop_var] = VarInfo(SCALAR, INT)
         if _assigned_names(body) & set(cur):
-            saved = (self._var_map, self._treads, self._roots, self._assigned)
+            saved = (self._var_map, self._treads, self._roots, self._assigned, self._dag_reads)
             for _ in range(4):
                 self.env = dict(cur)
                 self.build_blocks(body)
@@ -183,7 +198,7 @@ class Builder:
                 if new == cur:
                     break
                 cur = new
-            self._var_map, self._treads, self._roots, self._assigned = saved
+            self._var_map, self._treads, self._roots, self._assigned, self._dag_reads = saved
         self.env = dict(cur)
         return cur
 
@@ -634,7 +649,7 @@ class Builder:
             if nout == 1:
                 raise DMLValidationError(f"'{name}' returns {spec.nout} values: use [a, b] = {name}(...)", call.span)
         if name == "read":
-            self._read_meta(ins, params)
+            read_meta(dict(zip(slots, ins)), params, call.span, self.files)
             dt = params.get("data_type", MATRIX)
             vt = params.get("value_type", DOUBLE)
             kind = "data"
@@ -645,40 +660,27 @@ class Builder:
         if name == "read":
             h.name = str(ins[0].value) if ins[0].is_literal else None
             h.rows, h.cols, h.nnz = params.get("rows", -1), params.get("cols", -1), params.get("nnz", -1)
+            self._dag_reads.append(h)
+        if name == "write":
+            self._note_write(h)
         self._validate_builtin(h, call)
         sizes.infer(h)
         return h
 
-    def _read_meta(self, ins: list[Hop], params: dict) -> None:
-        """Compile-time sizes of read() from the file's .mtd (as SystemDS does)."""
-        import json
-
-        slots = params["slots"]
-        args = {s: i for s, i in zip(slots, ins)}
-        path_h = args.get("target")
-        meta: dict[str, Any] = {}
-        if path_h is not None and path_h.is_literal and isinstance(path_h.value, str):
-            mtd = path_h.value + ".mtd"
-            if os.path.exists(mtd):
-                try:
-                    with open(mtd, encoding="utf-8") as f:
-                        meta = json.load(f)
-                except (OSError, ValueError):
-                    meta = {}
-        for k in ("rows", "cols", "data_type", "value_type"):
-            h = args.get(k)
-            if h is not None and h.is_literal:
-                meta[k] = h.value
-        dt = str(meta.get("data_type", "matrix")).lower()
-        params["data_type"] = {"matrix": MATRIX, "scalar": SCALAR, "frame": FRAME, "list": LIST}.get(dt, MATRIX)
-        vt = str(meta.get("value_type", "double")).lower()
-        params["value_type"] = {"double": DOUBLE, "int": INT, "boolean": BOOLEAN, "string": STRING}.get(vt, DOUBLE)
-        if params["data_type"] == MATRIX:
-            params["value_type"] = DOUBLE
-        for k in ("rows", "cols", "nnz"):
-            v = meta.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-                params[k] = int(v)
+    def _note_write(self, h: Hop) -> None:
+        """A write changes what later reads of its file see (sizes); reads of the file built earlier
+        in this DAG must run before it, so they become roots ahead of the write (roots run in order)."""
+        args = dict(zip(h.params["slots"], h.inputs))
+        f = args.get("file")
+        key = file_key(f.value) if f is not None and f.is_literal and isinstance(f.value, str) else ANY
+        self.files.note_write(key, args["target"])
+        roots = {id(r) for r in self._roots}
+        for r in self._dag_reads:
+            src = r.inputs[0]
+            rkey = file_key(src.value) if src.is_literal and isinstance(src.value, str) else ANY
+            if id(r) not in roots and (rkey == key or ANY in (key, rkey)):
+                self._roots.append(r)
+                roots.add(id(r))
 
     def _validate_builtin(self, h: Hop, call: A.Call) -> None:
         name = call.name

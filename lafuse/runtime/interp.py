@@ -233,7 +233,8 @@ class Interpreter:
             from lafuse.runtime.io import read_value
 
             kw = dict(zip(hop.params["slots"], args))
-            return read_value(str(kw.pop("target")), kw)
+            # the sizes it was compiled for: a file changed since then is an error, not a surprise
+            return read_value(str(kw.pop("target")), kw, expect=(hop.dt, hop.rows, hop.cols, hop.nnz))
         if op == "time":
             return time.time_ns()
         if op == "list":
