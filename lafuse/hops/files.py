@@ -21,6 +21,7 @@ from typing import Any
 from lafuse.errors import DMLError, DMLValidationError, Span
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, Hop
 from lafuse.lang import ast as A
+from lafuse.mtd import load_mtd, mtd_params  # the runtime's parser too: both accept the same .mtd files
 
 ANY = "*"  # a write whose path is known only at run time: it may have changed any file
 
@@ -163,9 +164,6 @@ _VT = {"double": DOUBLE, "int": INT, "boolean": BOOLEAN, "string": STRING}
 def read_meta(args: dict[str, Hop], params: dict[str, Any], span: Span, files: FileTracker) -> None:
     """Compile-time data type, value type and sizes of ``read()``: from the read's literal arguments,
     then from an earlier write of the same file, else from its ``.mtd`` (as SystemDS does)."""
-    # the runtime's parser, so compile time and run time accept and reject the same .mtd files
-    from lafuse.runtime.io.meta import load_mtd, mtd_params
-
     path_h = args.get("target")
     meta: dict[str, Any] = {}
     if path_h is not None and path_h.is_literal and isinstance(path_h.value, str):

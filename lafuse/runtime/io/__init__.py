@@ -21,7 +21,7 @@ Verified against SystemDS 3.4.0 (``-exec singlenode``, which writes one file, ne
 * Scalars are written as their bare text (no newline): ``3.5``, ``7``, ``true``, ``hello``.
 * Writing a matrix with zero rows or columns fails, as in SystemDS (except to npy).
 
-Safety (``atomic.py``, ``meta.py``): a write replaces the data file and then its ``.mtd`` through
+Safety (``atomic.py``, ``lafuse/mtd.py``): a write replaces the data file and then its ``.mtd`` through
 fsynced temporary files, so a kill or an error never leaves a partial file; the ``.mtd``'s
 ``description`` records the data file's length and CRC-32, so a data file paired with metadata of
 another write is an error, not another matrix. Reads compare the data with the declared rows, cols
@@ -36,7 +36,7 @@ content (csv by default, tab-separated for ``.tsv``); a csv with fewer rows than
 (SystemDS skips it in csv and text files, as Hadoop's line reader does, but not before an mm header).
 """
 
-from lafuse.runtime.io.meta import MATRIX_FORMATS
+from lafuse.mtd import MATRIX_FORMATS
 from lafuse.runtime.io.readers import read_value
 from lafuse.runtime.io.text import parse_java_double
 from lafuse.runtime.io.writers import write_value

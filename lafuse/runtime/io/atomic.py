@@ -10,7 +10,7 @@ flushed and fsynced; then the targets are checked, hard-linked to hidden backups
 fsynced (so the renames survive a power loss) and the backups are dropped. A failure anywhere puts the
 old files back from the backups and removes the temporaries. A kill leaves at most hidden temporaries
 (removed by the next write of the same target once their process is gone) and, in the instant
-between the two renames, new data beside the old ``.mtd``, which the data check of ``meta.py``
+between the two renames, new data beside the old ``.mtd``, which the data check of ``lafuse/mtd.py``
 reports when the pair is read.
 """
 

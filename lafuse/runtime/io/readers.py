@@ -15,7 +15,7 @@ import numpy as np
 
 from lafuse import memory
 from lafuse.errors import DMLRuntimeError
-from lafuse.runtime.io.meta import (
+from lafuse.mtd import (
     NA_SEP,
     Meta,
     check_matrix,

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.mtd import author, check_text, created, mtd_text, norm_format, norm_param
 from lafuse.runtime.io.atomic import AtomicFiles, HashingWriter
-from lafuse.runtime.io.meta import author, check_text, created, mtd_text, norm_format, norm_param
 from lafuse.runtime.printing import java_double_str
 from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue, is_matrix, is_sparse, nnz

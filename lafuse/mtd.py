@@ -10,6 +10,10 @@ also what ``write(..., description="...")`` fills), so the check goes there as t
 ``"description": "lafuse data check: 1234 bytes, crc32 89abcdef"`` (after the user's own description,
 if any, in brackets). Files with that text are still read by SystemDS; files without it (SystemDS's,
 hand-written) are checked only against their rows, cols and nnz.
+
+Why a top-level module: the compiler reads a ``.mtd`` for a read's sizes (as SystemDS's parser does)
+and the runtime reads it again with the data, so both stages share this one parser (imports follow the
+pipeline: hops and runtime import it, it imports nothing of theirs).
 """
 
 from __future__ import annotations
