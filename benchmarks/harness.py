@@ -78,7 +78,7 @@ def csr(a: Any) -> sp.csr_array:
 
 
 def _mtd(a: Any, fmt: str) -> str:
-    nnz = int(a.nnz) if sp.issparse(a) else int(np.count_nonzero(a))
+    nnz = int(np.count_nonzero(a.data) if sp.issparse(a) else np.count_nonzero(a))  # stored zeros are no non-zeros
     return json.dumps({"data_type": "matrix", "value_type": "double", "rows": a.shape[0], "cols": a.shape[1],
                        "nnz": nnz, "format": fmt}, indent=4)
 
