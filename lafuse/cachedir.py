@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from lafuse.config import codegen_cache_dir as configured
+from lafuse.config import user_file
 
 KEY_BYTES = 32
 PYCACHE = "__pycache__"  # Numba's files of the kernels, beside their sources
@@ -159,11 +160,7 @@ def forget() -> None:
 # --------------------------------------------------------------------------------------------- key
 
 def key_path() -> Path:
-    env = os.environ.get("LAFUSE_CACHE_KEY")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "lafuse" / "cache.key"
+    return user_file("LAFUSE_CACHE_KEY", "XDG_CONFIG_HOME", ".config", "cache.key")
 
 
 def _read_key(path: Path) -> bytes:

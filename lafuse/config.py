@@ -155,12 +155,18 @@ def using(cfg: Config | None = None, **kw: Any):
         _current.pop()
 
 
+def user_file(env: str, xdg: str, home_dir: str, *parts: str) -> Path:
+    """A per-user path: ``$env`` if set, else ``$xdg/lafuse/<parts>``, else ``~/<home_dir>/lafuse/<parts>``
+    (the XDG base-directory convention; the plan cache, the hardware profile, the cache key)."""
+    given = os.environ.get(env)
+    if given:
+        return Path(given)
+    base = os.environ.get(xdg)
+    return (Path(base) if base else Path.home() / home_dir).joinpath("lafuse", *parts)
+
+
 def codegen_cache_dir() -> Path:
     """The on-disk plan cache of generated kernels: $LAFUSE_CODEGEN_CACHE, else
     $XDG_CACHE_HOME/lafuse/codegen, else ~/.cache/lafuse/codegen. Here rather than in lafuse.codegen,
     whose import starts Numba: the optimizer probes the cache before deciding to load it."""
-    env = os.environ.get("LAFUSE_CODEGEN_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "lafuse" / "codegen"
+    return user_file("LAFUSE_CODEGEN_CACHE", "XDG_CACHE_HOME", ".cache", "codegen")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lafuse.config import user_file
 from lafuse.cost import constants as K
 
 
@@ -71,11 +71,7 @@ class HardwareProfile:
 
 
 def profile_path() -> Path:
-    env = os.environ.get("LAFUSE_PROFILE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "lafuse" / "profile.json"
+    return user_file("LAFUSE_PROFILE", "XDG_CACHE_HOME", ".cache", "profile.json")
 
 
 _cached: dict[str, HardwareProfile] = {}
