@@ -71,6 +71,17 @@ def _nvargs(items: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command on a deep thread (runtime.deepstack: deeply nested and recursive scripts);
+    Ctrl-C still ends it with 130."""
+    from lafuse.runtime import deepstack
+
+    try:
+        return deepstack.call(_main, argv)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one unwinds the run
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.cmd in ("run", "calibrate"):  # calibrate measures the heap that runs use
         tune_malloc()
@@ -122,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except RecursionError:  # deeper than even a deep thread's stack (runtime.deepstack): the script's size
+        sys.stdout.flush()
+        if cfg.debug:
+            raise
+        print(f"lafuse: {ns.script if ns.inline is None else '<inline>'}: the script is nested too deeply "
+              f"(Python's limit of {sys.getrecursionlimit()} frames was reached)", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0

@@ -307,15 +307,20 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     array([[3., 3.],
            [3., 3.]])
     """
+    from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
     from lafuse.runtime.values import as_matrix_value
 
     bound = {k: (as_matrix_value(v) if hasattr(v, "shape") or isinstance(v, list) else v)
              for k, v in (inputs or {}).items()}
-    with cfgmod.using(cfg or cfgmod.get()):
-        comp = Compiler(cfgmod.get(), nvargs)
-        prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
-        st = Interpreter(prog, comp, out=out).run(dict(bound))
+
+    def go() -> dict[str, Any]:
+        with cfgmod.using(cfg or cfgmod.get()):
+            comp = Compiler(cfgmod.get(), nvargs)
+            prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
+            return Interpreter(prog, comp, out=out).run(dict(bound))
+
+    st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     missing = [o for o in outputs if o not in st]
     if missing:
         from lafuse.errors import DMLRuntimeError
@@ -327,11 +332,16 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
 def run_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
              cfg: cfgmod.Config | None = None, out: TextIO | None = None) -> tuple[str, dict[str, Any]]:
     """Compile and run a DML script; returns (printed output, final symbol table). For tests and the API."""
+    from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
 
     buf = out or io.StringIO()
-    with cfgmod.using(cfg or cfgmod.get()):
-        comp = Compiler(cfgmod.get(), nvargs)
-        prog = comp.compile_text(text, path)
-        st = Interpreter(prog, comp, out=buf).run()
+
+    def go() -> dict[str, Any]:
+        with cfgmod.using(cfg or cfgmod.get()):
+            comp = Compiler(cfgmod.get(), nvargs)
+            prog = comp.compile_text(text, path)
+            return Interpreter(prog, comp, out=buf).run()
+
+    st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     return (buf.getvalue() if isinstance(buf, io.StringIO) else ""), st

@@ -478,7 +478,7 @@ def parse(text: str, path: str = "<string>") -> A.Script:
         return _ToAst(path).transform(tree)
     except Exception as e:  # lark wraps transformer errors in VisitError
         orig = getattr(e, "orig_exc", e)
-        if isinstance(orig, (DMLSyntaxError, DMLValidationError)):
+        if isinstance(orig, (DMLSyntaxError, DMLValidationError, RecursionError)):
             raise orig from None
         raise
 

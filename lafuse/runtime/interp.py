@@ -9,6 +9,7 @@ symbol table.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -18,12 +19,10 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-from lafuse.runtime import recompile
+from lafuse.runtime import deepstack, recompile
 from lafuse.runtime.lower import EXECUTED, Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 from lafuse.stats import Stats
-
-MAX_RECURSION = 200
 
 
 def _to_bool(v: Any, what: str = "predicate") -> bool:
@@ -62,7 +61,7 @@ class Interpreter:
         self.out = out or sys.stdout
         self.stats = stats
         self.cfg = cfgmod.get()
-        self.depth = 0
+        self._calls = threading.local()  # DML call depth of each thread (parfor workers have their own stack)
         from lafuse.runtime.local.kernels import KERNELS
 
         self.kernels: dict[str, Callable[..., Any]] = KERNELS
@@ -70,8 +69,9 @@ class Interpreter:
 
     # ------------------------------------------------------------ blocks
     def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Runs on a deep thread (runtime.deepstack): DML recursion and deep nesting recurse here."""
         st = symtab if symtab is not None else {}
-        self.exec_blocks(self.program.blocks, st)
+        deepstack.call(self.exec_blocks, self.program.blocks, st)
         return st
 
     def exec_blocks(self, blocks: list[Block], st: dict[str, Any]) -> None:
@@ -274,10 +274,11 @@ class Interpreter:
         fp = self.compiler.function(key)
         if self.stats is not None:
             self.stats.functions_called += 1
-        self.depth += 1
-        if self.depth > MAX_RECURSION:
-            self.depth = 0
-            raise DMLRuntimeError(f"recursion deeper than {MAX_RECURSION} calls in '{key}'", hop.span)
+        depth = getattr(self._calls, "depth", 0) + 1
+        limit = deepstack.max_call_depth()
+        if depth > limit:
+            raise DMLRuntimeError(f"recursion deeper than {limit} calls in '{key}'", hop.span)
+        self._calls.depth = depth
         try:
             st: dict[str, Any] = {}
             params = fp.params
@@ -299,8 +300,11 @@ class Interpreter:
                     raise DMLRuntimeError(f"function '{key}' did not assign its output '{o.name}'", hop.span)
                 outs.append(_coerce(st[o.name], o, key))
             return tuple(outs)
+        except RecursionError:  # Python's stack ran out below this call (deep expressions at a deep level)
+            raise DMLRuntimeError(f"recursion too deep in '{key}': the stack is exhausted at call depth {depth} "
+                                  f"(at most {limit} calls fit)", hop.span) from None
         finally:
-            self.depth -= 1
+            self._calls.depth = depth - 1
 
 
 LIX_DENSIFY_BYTES = 256 * 2**20  # a sparse loop target up to this dense size becomes dense
