@@ -25,7 +25,6 @@ limit on their own, smaller stacks.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 from collections.abc import Callable
@@ -43,27 +42,28 @@ _local = threading.local()
 _threads: set[threading.Thread] = set()  # live deep threads, to pass Ctrl-C on to
 _active = 0  # deep threads running: the raised recursion limit is restored when none is left
 _saved_limit = 0
-_stack_bytes = 0  # the stack size the system granted (0: not probed yet)
+_stack_bytes = 0  # the stack size the system granted (0: no deep thread started yet)
 
 
 def stack_bytes() -> int:
-    """The stack size deep threads get: STACK_BYTES, or the largest half of it the system allows."""
+    """The stack size deep threads get: STACK_BYTES, or the largest half of it the system allowed
+    when the first deep thread started (-1: none, the platform's default stack)."""
+    return _stack_bytes or STACK_BYTES
+
+
+def _start_deep(target: Callable[[], None]) -> threading.Thread | None:
+    """Start a deep thread, halving the stack until the system grants it (no probe thread: a
+    trivial run pays for one thread start only); None if not even MIN_STACK_BYTES is granted."""
     global _stack_bytes
-    if _stack_bytes:
-        return _stack_bytes
-    size = STACK_BYTES
-    while True:
+    size = stack_bytes()
+    while size > 0:
+        _stack_bytes = size  # before the start: the thread sizes its recursion limit by it
         try:
-            t = _start(lambda: None, size)
-            t.join()
-            break
+            return _start(target, size)
         except (RuntimeError, ValueError, MemoryError):  # "can't start new thread": no such mapping
-            if size <= MIN_STACK_BYTES:
-                size = 0  # the platform's default stack
-                break
-            size //= 2
-    _stack_bytes = size or -1
-    return size
+            size = size // 2 if size > MIN_STACK_BYTES else -1
+    _stack_bytes = -1
+    return None
 
 
 def recursion_limit() -> int:
@@ -123,9 +123,8 @@ def _leave() -> None:
 def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` on a deep thread; its result or exception comes back unchanged.
     On a deep thread already (nested calls, parfor workers) it is called directly."""
-    if is_deep():
+    if is_deep() or stack_bytes() < 0:  # (< 0: the system grants no larger stack: default limits)
         return fn(*args, **kwargs)
-    stack_bytes()  # probe outside the lock _start takes
     box: dict[str, Any] = {}
     done = threading.Event()
 
@@ -139,10 +138,8 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             _leave()
             done.set()
 
-    size = stack_bytes()
-    if size <= 0:  # no thread with a larger stack: run here, with the default limits
+    if _start_deep(body) is None:
         return fn(*args, **kwargs)
-    _start(body, size)
     _wait(done)
     if "error" in box:
         err = box.pop("error")
@@ -167,6 +164,8 @@ def _wait(done: threading.Event) -> None:
 
 def interrupt_all() -> None:
     """Raise KeyboardInterrupt in every deep thread (at its next bytecode)."""
+    import ctypes  # only here: a run that is not interrupted does not load it
+
     with _lock:
         idents = [t.ident for t in _threads if t.is_alive() and t.ident is not None]
     for ident in idents:
@@ -196,8 +195,10 @@ def parallel_map(fn: Callable[[Any], T], items: list[Any], workers: int) -> list
         finally:
             _leave()
 
-    size = stack_bytes()
-    threads = [_start(worker, max(size, 0)) for _ in range(max(1, min(workers, len(items))))]
+    threads = []
+    for _ in range(max(1, min(workers, len(items)))):
+        t = _start_deep(worker) if stack_bytes() > 0 else None
+        threads.append(t or _start(worker, 0))
     for t in threads:
         t.join()
     if errors:
