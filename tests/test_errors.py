@@ -181,3 +181,48 @@ def test_syntax_errors_never_crash_or_leak_parser_internals():
                 rendered = e.render({"m.dml": text})
                 assert rendered.startswith(f"m.dml:{e.span.line}:{e.span.col}: ")
     assert n > 50
+
+
+# ---------------------------------------------------------------- located errors, in process
+
+def run_in_process(capsys, tmp_path: Path, text: str, *extra: str) -> tuple[int, str, list[str]]:
+    """``lafuse run`` on a script written to tmp_path, in this process (no interpreter start-up)."""
+    from lafuse import cli
+
+    path = tmp_path / "s.dml"
+    path.write_text(text, encoding="utf-8")
+    rc = cli.main(["run", str(path), "--no-codegen", *extra])
+    out, err = capsys.readouterr()
+    return rc, out, [ln.replace(str(path), "s.dml") for ln in err.splitlines()]
+
+
+@pytest.mark.parametrize("text,where,message,caret", [
+    # an index that is out of bounds only at run time, inside a while predicate
+    ("X = matrix(1, rows=3, cols=2)\ni = 1\nwhile (as.scalar(X[i, 1]) > 0) { i = i + 1 }\n",
+     "3:18", "runtime error: Invalid values for matrix indexing: [4:4,1:1] must be within matrix dimensions [3,2]",
+     "^~~~~~~"),
+    ("L = list(\"abc\", 3)\nx = as.scalar(L[1])\nif (x) { print(1) }\n",
+     "3:5", "runtime error: if predicate must be a boolean or number, got the string 'abc'", "^"),
+    ("L = list(matrix(1, rows=2, cols=2), 3)\nx = L[1]\nwhile (x) { print(1) }\n",
+     "3:8", "runtime error: while predicate must be a boolean or number, got a list", "^"),
+    ("L = list(\"abc\", 3)\nx = as.scalar(L[1])\nfor (i in 1:x) { print(i) }\n",
+     "3:13", "runtime error: for loop end must be a number, got the string 'abc'", "^"),
+    ("L = list(3, \"7x\")\ny = as.scalar(L[2])\nfor (i in y:3) { print(i) }\n",
+     "3:11", "runtime error: for loop start must be a number, got the string '7x'", "^"),
+    ("x = 0 / 0\nfor (i in seq(1, 5, x)) { print(i) }\n",
+     "2:21", "runtime error: for loop increment must be a finite number, got NaN", "^"),
+    # a constant index out of bounds: the caret under the index where it is used, not assigned
+    ("X = matrix(1, rows=3, cols=2)\ni = 4\ny = X[i, 1]\nprint(toString(y))\n",
+     "3:7", "validation error: row index 4 is out of bounds for 'X' with 3 rows", "^"),
+    ("X = matrix(1, rows=3, cols=2)\nj = 2\ny = X[j:5, 1]\nprint(toString(y))\n",
+     "3:9", "validation error: row index 5 is out of bounds for 'X' with 3 rows", "^"),
+], ids=["while-index", "if-string", "while-list", "for-string", "for-start", "for-nan", "index-var",
+        "index-range"])
+def test_runtime_errors_in_predicates_and_bounds_are_located(capsys, tmp_path, text, where, message, caret):
+    rc, out, err = run_in_process(capsys, tmp_path, text)
+    assert rc == 1, err
+    assert err[0] == f"s.dml:{where}: {message}", err
+    line, col = map(int, where.split(":"))
+    assert err[1] == "    " + text.splitlines()[line - 1]
+    assert err[2] == " " * (3 + col) + caret
+    assert "Traceback" not in "\n".join(err)

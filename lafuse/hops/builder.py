@@ -379,15 +379,18 @@ class Builder:
         dt = FRAME if base.dt == FRAME else MATRIX
         h = Hop("rix", "rix", [base, *bounds], dt, DOUBLE, e.span, params=flags)
         sizes.infer(h)
-        # bounds known at compile time must lie inside known dims
-        for (lo, hi), n, dim in (((bounds[0], bounds[1]), base.rows, "row"), ((bounds[2], bounds[3]), base.cols, "column")):
-            for bh in (lo, hi):
-                v = sizes.scalar_value(bh)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
-                    at = bh.span if bh.span is not None and bh.span.line > 0 else e.span  # the offending index
-                    # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
-                    h.params.setdefault("error", DMLValidationError(
-                        f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
+        # bounds known at compile time must lie inside known dims; the caret goes under the index as
+        # written here, not where its value came from (i = 4 ... X[i, 1] points at the i of X[i, 1])
+        written = [x for r in (e.rows, e.cols) for x in ((r.lo, r.hi or r.lo) if r else (None, None))]
+        for k, bh in enumerate(bounds):
+            n, dim = (base.rows, "row") if k < 2 else (base.cols, "column")
+            v = sizes.scalar_value(bh)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
+                src = written[k]
+                at = src.span if src is not None and src.span.line > 0 else e.span  # the offending index
+                # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
+                h.params.setdefault("error", DMLValidationError(
+                    f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
         return h
 
     # ---- operators
