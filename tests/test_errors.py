@@ -226,3 +226,30 @@ def test_runtime_errors_in_predicates_and_bounds_are_located(capsys, tmp_path, t
     assert err[1] == "    " + text.splitlines()[line - 1]
     assert err[2] == " " * (3 + col) + caret
     assert "Traceback" not in "\n".join(err)
+
+
+F_SIG = ("f = function(Matrix[Double] A, Double scale = 1.0, Double shift = 0.0) return (Double s) {\n"
+         "  s = sum(A) * scale\n  if (shift != 0) { s = s + shift }\n}\nA = matrix(1, rows=2, cols=2)\n")
+
+
+@pytest.mark.parametrize("call,col,message", [
+    ("f(A, 0.5, scale=2)", 17, "parameter 'scale' of 'f' is given twice: by position (argument 2) and by name"),
+    ("f(A, shift=2, 0.5)", 21, "parameter 'shift' of 'f' is given twice: by name and by position (argument 3)"),
+    ("f(A, scale=1, scale=2)", 21, "parameter 'scale' of 'f' is named twice"),
+    ("f(A, foo=2)", 12, "function 'f' has no parameter 'foo'"),
+    ("f(A, 1, 2, 3)", 18, "function 'f' takes 3 arguments but 4 were given"),
+    ("f(shift=1, scale=2)", 7, "call of 'f' is missing required argument(s): A"),
+])
+def test_mixed_call_errors(capsys, tmp_path, call, col, message):
+    rc, out, err = run_in_process(capsys, tmp_path, F_SIG + f"print({call})\n")
+    assert (rc, out) == (1, "")
+    assert err[0] == f"s.dml:6:{col}: validation error: {message}"
+
+
+def test_mixed_calls_bind_by_position_and_name(capsys, tmp_path):
+    """Also for a function with control flow, which SystemDS 3.4 does not inline and so rejects
+    mixed calls to; defaults fill what is not given (lafuse applies user-function defaults)."""
+    calls = ["f(A, scale=0.5)", "f(A, shift=1, scale=0.5)", "f(A, 0.5, shift=2)", "f(A=A, 0.5, 2)", "f(A)"]
+    rc, out, err = run_in_process(capsys, tmp_path, F_SIG + "".join(f"print({c})\n" for c in calls))
+    assert (rc, err) == (0, [])
+    assert out.split() == ["2.0", "3.0", "4.0", "4.0", "4.0"]

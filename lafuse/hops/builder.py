@@ -525,31 +525,11 @@ class Builder:
         return UNKNOWN
 
     def _fcall(self, key: str, fdef: A.FunctionDef, call: A.Call, nout: int) -> Hop:
-        named = [a for a in call.args if a.name is not None]
-        if named and len(named) != len(call.args):
-            odd = next(a for a in call.args if (a.name is None) != (call.args[0].name is None))
-            raise DMLValidationError(
-                f"call of '{call.name}' mixes positional and named arguments: a user function takes all "
-                "positional or all named arguments", odd.span)
-        pnames = [p.name for p in fdef.params]
-        if named:
-            for a in named:
-                if a.name not in pnames:
-                    raise DMLValidationError(f"function '{call.name}' has no parameter '{a.name}'", a.span)
-            missing = [p.name for p in fdef.params if p.default is None and p.name not in {a.name for a in named}]
-        else:
-            if len(call.args) > len(pnames):
-                raise DMLValidationError(
-                    f"function '{call.name}' takes {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
-                    f"but {len(call.args)} were given", call.args[len(pnames)].value.span)
-            missing = [p.name for p in fdef.params[len(call.args):] if p.default is None]
-        if missing:
-            raise DMLValidationError(
-                f"call of '{call.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        names = self._bind_args(fdef, call)
         ins = [self.expr(a.value) for a in call.args]
         params = {p.name: p for p in fdef.params}
-        for a, h in zip(call.args, ins):
-            p = params[a.name] if a.name else fdef.params[ins.index(h)]
+        for a, h, nm in zip(call.args, ins, names):
+            p = params[nm]
             if p.type_name == MATRIX and h.dt == SCALAR:
                 raise DMLValidationError(
                     f"argument '{p.name}' of '{call.name}' must be a matrix, got {_a(h.vt)} scalar", a.value.span)
@@ -561,7 +541,7 @@ class Builder:
                 f"function '{call.name}' returns {len(fdef.outputs)} values but {nout} are assigned", call.span)
         outs = [(o.type_name, o.value_type if o.type_name == SCALAR else DOUBLE) for o in fdef.outputs]
         h = Hop("fcall", "funcall", ins, UNKNOWN, UNKNOWN, call.span,
-                params={"fname": key, "argnames": [a.name for a in call.args], "out_types": outs,
+                params={"fname": key, "argnames": names, "out_types": outs,
                         "nout": len(outs)})
         # calls always run (they may print or stop), even when their results are dead
         self._roots.append(h)
@@ -570,6 +550,39 @@ class Builder:
             sizes.infer(x)
             return x
         return h
+
+    def _bind_args(self, fdef: A.FunctionDef, call: A.Call) -> list[str]:
+        """The parameter each argument of a user-function call binds, as SystemDS 3.4 binds them
+        (StatementBlock.rewriteFunctionCallStatements): the unnamed argument at position i binds the
+        i-th parameter, wherever named ones stand (f(A, shift=1, scale=0.5), f(A=A, 0.5, 2)), a
+        named one binds its name; a parameter bound twice is an error. SystemDS takes such mixed
+        calls only for the functions it inlines (one block of statements, no control flow) and
+        rejects them for others; lafuse takes them for every function."""
+        pnames = [p.name for p in fdef.params]
+        names: list[str] = []
+        how: dict[str, str] = {}
+        for i, a in enumerate(call.args):
+            if a.name is None:
+                if i >= len(pnames):
+                    raise DMLValidationError(
+                        f"function '{call.name}' takes {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
+                        f"but {len(call.args)} were given", a.value.span)
+                nm, this = pnames[i], f"by position (argument {i + 1})"
+            else:
+                if a.name not in pnames:
+                    raise DMLValidationError(f"function '{call.name}' has no parameter '{a.name}'", a.span)
+                nm, this = a.name, "by name"
+            if nm in how:
+                twice = "named twice" if how[nm] == this else f"given twice: {how[nm]} and {this}"
+                raise DMLValidationError(f"parameter '{nm}' of '{call.name}' is {twice}",
+                                         a.span if a.name is not None else a.value.span)
+            how[nm] = this
+            names.append(nm)
+        missing = [p.name for p in fdef.params if p.default is None and p.name not in how]
+        if missing:
+            raise DMLValidationError(
+                f"call of '{call.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        return names
 
     def _normalize(self, spec: BuiltinSpec, call: A.Call) -> tuple[list[str], list[A.Expr]]:
         pos = [a for a in call.args if a.name is None]

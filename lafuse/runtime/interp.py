@@ -319,10 +319,8 @@ class Interpreter:
         try:
             st: dict[str, Any] = {}
             params = fp.params
-            if any(argnames):
-                given = dict(zip(argnames, args))
-            else:
-                given = {p.name: a for p, a in zip(params, args)}
+            # the builder names every argument (hops.builder._bind_args); unnamed ones bind by position
+            given = {n if n is not None else params[i].name: a for i, (n, a) in enumerate(zip(argnames, args))}
             for p in params:
                 if p.name in given:
                     st[p.name] = _coerce(given[p.name], p, key)
