@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLStop
@@ -18,8 +18,17 @@ from lafuse.errors import DMLError, DMLStop
 EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
 
+class _ArgParser(argparse.ArgumentParser):
+    """A wrong command line is the user's error: exit 1 (argparse's own convention is 2, which
+    lafuse keeps for internal errors)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lafuse", description="Compile and run DML programs.")
+    p = _ArgParser(prog="lafuse", description="Compile and run DML programs.")
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in ("run", "explain"):
         r = sub.add_parser(name, help="run a DML script" if name == "run" else "print a plan without running")
@@ -92,8 +101,9 @@ def _main(argv: list[str] | None = None) -> int:
         if ns.config:
             cfg = cfgmod.Config.from_file(ns.config, cfg)
     except (OSError, ValueError) as e:
-        print(f"lafuse: bad config: {e}", file=sys.stderr)
-        return 2
+        print(f"lafuse: bad config: {e}" if ns.config in str(e) else f"lafuse: bad config file '{ns.config}': {e}",
+              file=sys.stderr)
+        return 1
     cfg = cfg.with_(
         stats=ns.stats is not None or cfg.stats,
         stats_top=ns.stats or cfg.stats_top,
@@ -111,7 +121,7 @@ def _main(argv: list[str] | None = None) -> int:
             cfg = cfg.with_(rewrites=False)
     if ns.inline is None and ns.script is None:
         print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
-        return 2
+        return 1
     from lafuse.hops.resolver import parse_cmdline_value
 
     sources: dict[str, str] = {}
@@ -163,12 +173,13 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     if ns.inline is not None:
         text, path = ns.inline, "<inline>"
     else:
+        from lafuse.lang.parser import read_source
+
         path = ns.script
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            print(f"lafuse: cannot read script '{path}': {e.strerror}", file=sys.stderr)
+            text = read_source(path)
+        except DMLError as e:  # missing, a directory, unreadable, not UTF-8: named, no location
+            print(f"lafuse: {e.message}", file=sys.stderr)
             return 1
     sources[path] = text
     prestart = ns.cmd == "run" and cfg.codegen and cfg.codegen_backend == "numba" and cfg.numba_prestart

@@ -77,14 +77,9 @@ class Compiler:
         return prog
 
     def compile_file(self, path: str) -> Program:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            from lafuse.errors import DMLError
+        from lafuse.lang.parser import read_source
 
-            raise DMLError(f"cannot read script '{path}': {e.strerror}") from None
-        return self.compile_text(text, path)
+        return self.compile_text(read_source(path), path)
 
     def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
         if self.cfg.rewrites:

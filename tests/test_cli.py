@@ -121,7 +121,7 @@ def test_config_file_switches_rewrites_off(tmp_path: Path, linreg: Path):
     assert r.returncode == 0, r.stderr
     cfg.write_text(json.dumps({"no_such_knob": 1}))
     r = lafuse("run", str(linreg), "--config", str(cfg))
-    assert r.returncode == 2 and "no_such_knob" in r.stderr
+    assert r.returncode == 1 and "no_such_knob" in r.stderr
 
 
 def test_builtins_dir_resolves_script_functions(tmp_path: Path):

@@ -253,3 +253,65 @@ def test_mixed_calls_bind_by_position_and_name(capsys, tmp_path):
     rc, out, err = run_in_process(capsys, tmp_path, F_SIG + "".join(f"print({c})\n" for c in calls))
     assert (rc, err) == (0, [])
     assert out.split() == ["2.0", "3.0", "4.0", "4.0", "4.0"]
+
+
+# ---------------------------------------------------------------- script files that cannot be read
+
+def test_script_files_that_cannot_be_read_are_named(capsys, tmp_path, monkeypatch):
+    from lafuse import cli
+    from lafuse.lang import parser
+
+    latin = tmp_path / "latin1.dml"
+    latin.write_bytes(b'x = 1\nprint("caf\xe9")\n')
+    folder = tmp_path / "folder.dml"
+    folder.mkdir()
+    locked = tmp_path / "locked.dml"
+    locked.write_text("print(1)\n", encoding="utf-8")
+    locked.chmod(0)
+    if os.geteuid() == 0:  # root reads anything: have open() fail as it does for everyone else
+        real = open
+
+        def deny(path, *a, **k):
+            if str(path) == str(locked):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(parser, "open", deny, raising=False)
+    expected = {
+        latin: "it is not UTF-8 text (byte 0xe9 at line 2, byte 11 of the line)",
+        folder: "Is a directory",
+        locked: "Permission denied",
+        tmp_path / "missing.dml": "No such file or directory",
+    }
+    for path, why in expected.items():
+        assert cli.main(["run", str(path)]) == 1
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"lafuse: cannot read script '{path}': {why}\n")
+
+
+def test_a_sourced_file_that_is_not_utf8_is_an_error_at_the_source_statement(capsys, tmp_path):
+    (tmp_path / "lib.dml").write_bytes(b"# \xff\xfe\nf = function() return (Double x) { x = 1 }\n")
+    rc, out, err = run_in_process(capsys, tmp_path, f'source("{tmp_path / "lib.dml"}") as L\nprint(L::f())\n')
+    assert (rc, out) == (1, "")
+    assert err[0] == (f"s.dml:1:1: validation error: cannot read sourced file '{tmp_path / 'lib.dml'}': "
+                      "it is not UTF-8 text (byte 0xff at line 1, byte 3 of the line)")
+
+
+def test_crlf_scripts_read_as_before(capsys, tmp_path):
+    rc, out, err = run_in_process(capsys, tmp_path, "x = 1\r\ny = x + 1\r\nprint(y)\r\n")
+    assert (rc, out, err) == (0, "2\n", [])
+
+
+def test_command_line_mistakes_exit_1(capsys, tmp_path):
+    from lafuse import cli
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rewrites": 1,', encoding="utf-8")
+    assert cli.main(["run", "-s", "print(1)", "--config", str(bad)]) == 1
+    assert capsys.readouterr().err.startswith(f"lafuse: bad config file '{bad}': Expecting property name")
+    assert cli.main(["run"]) == 1
+    assert capsys.readouterr().err == "lafuse: give a script path or -s 'script text'\n"
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["run", "-s", "print(1)", "--bogus"])
+    assert ei.value.code == 1
+    assert capsys.readouterr().err.endswith("lafuse: error: unrecognized arguments: --bogus\n")
