@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from lafuse.errors import DMLSizeError, DMLValidationError, Span
-from lafuse.hops import sizes
+from lafuse.hops import parfor_deps, sizes
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
 from lafuse.hops.program import (
     Block,
@@ -152,6 +152,8 @@ class Builder:
             self.env = _merge_env(before, self.env)
             return WhileBlock(pred=pred, body=body, span=s.span)
         if isinstance(s, A.For):
+            if s.parallel:
+                parfor_deps.check(s, {k: v.dt for k, v in self.env.items()})
             start = self._pred_dag(s.start)
             stop = self._pred_dag(s.stop)
             incr = self._pred_dag(s.incr) if s.incr is not None else None
