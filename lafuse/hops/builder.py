@@ -387,12 +387,14 @@ class Builder:
         for k, bh in enumerate(bounds):
             n, dim = (base.rows, "row") if k < 2 else (base.cols, "column")
             v = sizes.scalar_value(bh)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    (not math.isfinite(v) or int(v) < 1 or (n >= 0 and int(v) > n)):  # (NaN, Inf: never inside)
                 src = written[k]
                 at = src.span if src is not None and src.span.line > 0 else e.span  # the offending index
                 # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
+                shown = v if math.isfinite(v) else "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
                 h.params.setdefault("error", DMLValidationError(
-                    f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
+                    f"{dim} index {shown} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
         return h
 
     # ---- operators

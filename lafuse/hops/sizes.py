@@ -286,7 +286,8 @@ def _range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | No
     if single:
         return 1
     a, b = scalar_value(lo, known), scalar_value(hi, known)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and math.isfinite(a) and math.isfinite(b):  # a NaN / Inf bound is an error at run time
         return max(int(b) - int(a) + 1, 0)
     return -1
 
