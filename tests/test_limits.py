@@ -185,3 +185,43 @@ def test_ctrl_c_ends_an_endless_loop_with_130(tmp_path, script):
 def test_numpy_inputs_still_bind():
     res = lafuse.run_dml("Y = t(X) %*% X", inputs={"X": np.ones((3, 2))}, outputs=["Y"])
     assert np.array_equal(res["Y"], np.full((2, 2), 3.0))
+
+
+def test_interrupting_parallel_parfor_iterations_ends_the_run_with_130(capsys, monkeypatch):
+    """Ctrl-C reaches parfor's worker threads too (here: iterations that never end, run in parallel)."""
+    import threading
+
+    from lafuse.runtime import parfor
+
+    started = threading.Event()
+    real = parfor.run_parallel
+
+    def run_parallel(*a):
+        started.set()
+        return real(*a)
+
+    monkeypatch.setattr(parfor, "run_parallel", run_parallel)
+
+    def interrupt() -> None:
+        started.wait(60)
+        threading.Event().wait(0.3)  # let the iterations start
+        deepstack.interrupt_all()
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    text = ("R = matrix(0, rows=4, cols=1)\n"
+            "parfor (i in 1:4) { x = 0\n  while (x >= 0) { x = x + 1 }\n  R[i, 1] = x }\nprint(sum(R))\n")
+    rc, out, err = run_cli(capsys, text)
+    t.join()
+    assert started.is_set()
+    assert (rc, out, err) == (130, "", "")
+
+
+def test_a_failing_parfor_iteration_stops_the_others(capsys):
+    # 10^6 iterations that all fail: the first failure ends the loop (no 10^6 errors collected)
+    text = "X = matrix(1, rows=4, cols=3)\nB = matrix(0, 4, 1)\nparfor (i in 1e6:4) {\n  r = X[i, ]\n" \
+           "  B[i, 1] = sum(r * r)\n}\nprint(sum(B))\n"
+    rc, out, err = run_cli(capsys, text)
+    assert (rc, out) == (1, "")
+    assert err.splitlines()[0] == ("<inline>:4:7: runtime error: Invalid values for matrix indexing: "
+                                   "[1000000:1000000,1:3] must be within matrix dimensions [4,3]")

@@ -135,8 +135,10 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         except BaseException as e:  # handed to the caller as it is
             box["error"] = e
         finally:
-            _leave()
-            done.set()
+            try:
+                _leave()
+            finally:  # even if an interrupt lands here: the caller must not wait forever
+                done.set()
 
     if _start_deep(body) is None:
         return fn(*args, **kwargs)
@@ -173,8 +175,9 @@ def interrupt_all() -> None:
 
 
 def parallel_map(fn: Callable[[Any], T], items: list[Any], workers: int) -> list[T]:
-    """``[fn(x) for x in items]`` on up to ``workers`` deep threads (parfor's iterations); the
-    exception of the first failing item, in order, is raised after all threads ended."""
+    """``[fn(x) for x in items]`` on up to ``workers`` deep threads (parfor's iterations). After an
+    item fails no new one starts, and the exception of the first failed item (in order) is raised
+    once all threads ended."""
     results: list[Any] = [None] * len(items)
     errors: dict[int, BaseException] = {}
     nxt = iter(range(len(items)))
@@ -183,7 +186,7 @@ def parallel_map(fn: Callable[[Any], T], items: list[Any], workers: int) -> list
     def worker() -> None:
         _enter()
         try:
-            while True:
+            while not errors:  # after a failure (or Ctrl-C) no thread starts another item
                 with take:
                     i = next(nxt, None)
                 if i is None:
@@ -192,6 +195,8 @@ def parallel_map(fn: Callable[[Any], T], items: list[Any], workers: int) -> list
                     results[i] = fn(items[i])
                 except BaseException as e:  # handed to the caller as it is
                     errors[i] = e
+        except BaseException as e:  # an interrupt between two items
+            errors.setdefault(-1, e)
         finally:
             _leave()
 
