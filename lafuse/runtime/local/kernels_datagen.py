@@ -119,6 +119,10 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
     spars = need_float(sparsity if sparsity is not None else 1.0, "rand", "sparsity")
     if not 0.0 <= spars <= 1.0:
         raise DMLRuntimeError(f"Invalid matrix characteristics: {r}x{c}, {jstr(spars)}")
+    from lafuse import memory
+
+    # before drawing: rand(rows=Inf) is 2^63-1 rows, which would loop over its seeds for ever
+    memory.check(8.0 * r * c * (spars if spars < 0.4 else 1.0) * (1.5 if spars < 0.4 else 1.0), f"rand ({r}x{c})")
     dist = str(pdf if pdf is not None else "uniform").lower()
     if dist not in ("uniform", "normal", "poisson"):
         raise DMLRuntimeError(f"rand: unsupported pdf '{pdf}' (uniform, normal or poisson)")
