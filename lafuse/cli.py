@@ -122,6 +122,17 @@ def _nvargs(items: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the command on a deep thread (runtime.deepstack: deeply nested and recursive scripts);
+    Ctrl-C still ends it with 130."""
+    from lafuse.runtime import deepstack
+
+    try:
+        return deepstack.call(_main, argv)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one unwinds the run
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.cmd in ("run", "calibrate"):  # calibrate measures the heap that runs use
         tune_malloc()
@@ -189,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except RecursionError:  # deeper than even a deep thread's stack (runtime.deepstack): the script's size
+        sys.stdout.flush()
+        if cfg.debug:
+            raise
+        print(f"lafuse: {ns.script if ns.inline is None else '<inline>'}: the script is nested too deeply "
+              f"(Python's limit of {sys.getrecursionlimit()} frames was reached)", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0
@@ -214,12 +232,13 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     if ns.inline is not None:
         text, path = ns.inline, "<inline>"
     else:
+        from lafuse.lang.parser import read_source
+
         path = ns.script
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            print(f"lafuse: cannot read script '{path}': {e.strerror}", file=sys.stderr)
+            text = read_source(path)
+        except DMLError as e:  # missing, a directory, unreadable, not UTF-8: named, no location
+            print(f"lafuse: {e.message}", file=sys.stderr)
             return 1
     sources[path] = text
     prestart = ns.cmd == "run" and cfg.codegen and cfg.codegen_backend == "numba" and cfg.numba_prestart

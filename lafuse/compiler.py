@@ -77,14 +77,9 @@ class Compiler:
         return prog
 
     def compile_file(self, path: str) -> Program:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            from lafuse.errors import DMLError
+        from lafuse.lang.parser import read_source
 
-            raise DMLError(f"cannot read script '{path}': {e.strerror}") from None
-        return self.compile_text(text, path)
+        return self.compile_text(read_source(path), path)
 
     def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
         if self.cfg.rewrites:
@@ -307,16 +302,21 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     array([[3., 3.],
            [3., 3.]])
     """
+    from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
     from lafuse.runtime.threads import blas_limited
     from lafuse.runtime.values import as_input_value
 
     bound = {k: as_input_value(v, f"input '{k}'") for k, v in (inputs or {}).items()}
-    with cfgmod.using(cfg or cfgmod.get()):
-        comp = Compiler(cfgmod.get(), nvargs)
-        prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
-        with blas_limited(comp.cfg.threads):
-            st = Interpreter(prog, comp, out=out).run(dict(bound))
+
+    def go() -> dict[str, Any]:
+        with cfgmod.using(cfg or cfgmod.get()):
+            comp = Compiler(cfgmod.get(), nvargs)
+            prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
+            with blas_limited(comp.cfg.threads):
+                return Interpreter(prog, comp, out=out).run(dict(bound))
+
+    st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     missing = [o for o in outputs if o not in st]
     if missing:
         from lafuse.errors import DMLRuntimeError
@@ -328,11 +328,16 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
 def run_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
              cfg: cfgmod.Config | None = None, out: TextIO | None = None) -> tuple[str, dict[str, Any]]:
     """Compile and run a DML script; returns (printed output, final symbol table). For tests and the API."""
+    from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
 
     buf = out or io.StringIO()
-    with cfgmod.using(cfg or cfgmod.get()):
-        comp = Compiler(cfgmod.get(), nvargs)
-        prog = comp.compile_text(text, path)
-        st = Interpreter(prog, comp, out=buf).run()
+
+    def go() -> dict[str, Any]:
+        with cfgmod.using(cfg or cfgmod.get()):
+            comp = Compiler(cfgmod.get(), nvargs)
+            prog = comp.compile_text(text, path)
+            return Interpreter(prog, comp, out=buf).run()
+
+    st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     return (buf.getvalue() if isinstance(buf, io.StringIO) else ""), st

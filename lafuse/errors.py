@@ -49,7 +49,7 @@ class DMLError(Exception):
         text = (sources or {}).get(self.span.file)
         if text is None:
             try:
-                with open(self.span.file, encoding="utf-8") as f:
+                with open(self.span.file, encoding="utf-8", errors="replace") as f:  # never fail to report
                     text = f.read()
             except OSError:
                 return head

@@ -181,3 +181,137 @@ def test_syntax_errors_never_crash_or_leak_parser_internals():
                 rendered = e.render({"m.dml": text})
                 assert rendered.startswith(f"m.dml:{e.span.line}:{e.span.col}: ")
     assert n > 50
+
+
+# ---------------------------------------------------------------- located errors, in process
+
+def run_in_process(capsys, tmp_path: Path, text: str, *extra: str) -> tuple[int, str, list[str]]:
+    """``lafuse run`` on a script written to tmp_path, in this process (no interpreter start-up)."""
+    from lafuse import cli
+
+    path = tmp_path / "s.dml"
+    path.write_text(text, encoding="utf-8")
+    rc = cli.main(["run", str(path), "--no-codegen", *extra])
+    out, err = capsys.readouterr()
+    return rc, out, [ln.replace(str(path), "s.dml") for ln in err.splitlines()]
+
+
+@pytest.mark.parametrize("text,where,message,caret", [
+    # an index that is out of bounds only at run time, inside a while predicate
+    ("X = matrix(1, rows=3, cols=2)\ni = 1\nwhile (as.scalar(X[i, 1]) > 0) { i = i + 1 }\n",
+     "3:18", "runtime error: Invalid values for matrix indexing: [4:4,1:1] must be within matrix dimensions [3,2]",
+     "^~~~~~~"),
+    ("L = list(\"abc\", 3)\nx = as.scalar(L[1])\nif (x) { print(1) }\n",
+     "3:5", "runtime error: if predicate must be a boolean or number, got the string 'abc'", "^"),
+    ("L = list(matrix(1, rows=2, cols=2), 3)\nx = L[1]\nwhile (x) { print(1) }\n",
+     "3:8", "runtime error: while predicate must be a boolean or number, got a list", "^"),
+    ("L = list(\"abc\", 3)\nx = as.scalar(L[1])\nfor (i in 1:x) { print(i) }\n",
+     "3:13", "runtime error: for loop end must be a number, got the string 'abc'", "^"),
+    ("L = list(3, \"7x\")\ny = as.scalar(L[2])\nfor (i in y:3) { print(i) }\n",
+     "3:11", "runtime error: for loop start must be a number, got the string '7x'", "^"),
+    ("x = 0 / 0\nfor (i in seq(1, 5, x)) { print(i) }\n",
+     "2:21", "runtime error: for loop increment must be a finite number, got NaN", "^"),
+    # a constant index out of bounds: the caret under the index where it is used, not assigned
+    ("X = matrix(1, rows=3, cols=2)\ni = 4\ny = X[i, 1]\nprint(toString(y))\n",
+     "3:7", "validation error: row index 4 is out of bounds for 'X' with 3 rows", "^"),
+    ("X = matrix(1, rows=3, cols=2)\nj = 2\ny = X[j:5, 1]\nprint(toString(y))\n",
+     "3:9", "validation error: row index 5 is out of bounds for 'X' with 3 rows", "^"),
+], ids=["while-index", "if-string", "while-list", "for-string", "for-start", "for-nan", "index-var",
+        "index-range"])
+def test_runtime_errors_in_predicates_and_bounds_are_located(capsys, tmp_path, text, where, message, caret):
+    rc, out, err = run_in_process(capsys, tmp_path, text)
+    assert rc == 1, err
+    assert err[0] == f"s.dml:{where}: {message}", err
+    line, col = map(int, where.split(":"))
+    assert err[1] == "    " + text.splitlines()[line - 1]
+    assert err[2] == " " * (3 + col) + caret
+    assert "Traceback" not in "\n".join(err)
+
+
+F_SIG = ("f = function(Matrix[Double] A, Double scale = 1.0, Double shift = 0.0) return (Double s) {\n"
+         "  s = sum(A) * scale\n  if (shift != 0) { s = s + shift }\n}\nA = matrix(1, rows=2, cols=2)\n")
+
+
+@pytest.mark.parametrize("call,col,message", [
+    ("f(A, 0.5, scale=2)", 17, "parameter 'scale' of 'f' is given twice: by position (argument 2) and by name"),
+    ("f(A, shift=2, 0.5)", 21, "parameter 'shift' of 'f' is given twice: by name and by position (argument 3)"),
+    ("f(A, scale=1, scale=2)", 21, "parameter 'scale' of 'f' is named twice"),
+    ("f(A, foo=2)", 12, "function 'f' has no parameter 'foo'"),
+    ("f(A, 1, 2, 3)", 18, "function 'f' takes 3 arguments but 4 were given"),
+    ("f(shift=1, scale=2)", 7, "call of 'f' is missing required argument(s): A"),
+])
+def test_mixed_call_errors(capsys, tmp_path, call, col, message):
+    rc, out, err = run_in_process(capsys, tmp_path, F_SIG + f"print({call})\n")
+    assert (rc, out) == (1, "")
+    assert err[0] == f"s.dml:6:{col}: validation error: {message}"
+
+
+def test_mixed_calls_bind_by_position_and_name(capsys, tmp_path):
+    """Also for a function with control flow, which SystemDS 3.4 does not inline and so rejects
+    mixed calls to; defaults fill what is not given (lafuse applies user-function defaults)."""
+    calls = ["f(A, scale=0.5)", "f(A, shift=1, scale=0.5)", "f(A, 0.5, shift=2)", "f(A=A, 0.5, 2)", "f(A)"]
+    rc, out, err = run_in_process(capsys, tmp_path, F_SIG + "".join(f"print({c})\n" for c in calls))
+    assert (rc, err) == (0, [])
+    assert out.split() == ["2.0", "3.0", "4.0", "4.0", "4.0"]
+
+
+# ---------------------------------------------------------------- script files that cannot be read
+
+def test_script_files_that_cannot_be_read_are_named(capsys, tmp_path, monkeypatch):
+    from lafuse import cli
+    from lafuse.lang import parser
+
+    latin = tmp_path / "latin1.dml"
+    latin.write_bytes(b'x = 1\nprint("caf\xe9")\n')
+    folder = tmp_path / "folder.dml"
+    folder.mkdir()
+    locked = tmp_path / "locked.dml"
+    locked.write_text("print(1)\n", encoding="utf-8")
+    locked.chmod(0)
+    if os.geteuid() == 0:  # root reads anything: have open() fail as it does for everyone else
+        real = open
+
+        def deny(path, *a, **k):
+            if str(path) == str(locked):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *a, **k)
+
+        monkeypatch.setattr(parser, "open", deny, raising=False)
+    expected = {
+        latin: "it is not UTF-8 text (byte 0xe9 at line 2, byte 11 of the line)",
+        folder: "Is a directory",
+        locked: "Permission denied",
+        tmp_path / "missing.dml": "No such file or directory",
+    }
+    for path, why in expected.items():
+        assert cli.main(["run", str(path)]) == 1
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"lafuse: cannot read script '{path}': {why}\n")
+
+
+def test_a_sourced_file_that_is_not_utf8_is_an_error_at_the_source_statement(capsys, tmp_path):
+    (tmp_path / "lib.dml").write_bytes(b"# \xff\xfe\nf = function() return (Double x) { x = 1 }\n")
+    rc, out, err = run_in_process(capsys, tmp_path, f'source("{tmp_path / "lib.dml"}") as L\nprint(L::f())\n')
+    assert (rc, out) == (1, "")
+    assert err[0] == (f"s.dml:1:1: validation error: cannot read sourced file '{tmp_path / 'lib.dml'}': "
+                      "it is not UTF-8 text (byte 0xff at line 1, byte 3 of the line)")
+
+
+def test_crlf_scripts_read_as_before(capsys, tmp_path):
+    rc, out, err = run_in_process(capsys, tmp_path, "x = 1\r\ny = x + 1\r\nprint(y)\r\n")
+    assert (rc, out, err) == (0, "2\n", [])
+
+
+def test_command_line_mistakes_exit_1(capsys, tmp_path):
+    from lafuse import cli
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rewrites": 1,', encoding="utf-8")
+    assert cli.main(["run", "-s", "print(1)", "--config", str(bad)]) == 1
+    assert capsys.readouterr().err.startswith(f"lafuse: bad config file '{bad}': Expecting property name")
+    assert cli.main(["run"]) == 1
+    assert capsys.readouterr().err == "lafuse: give a script path or -s 'script text'\n"
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["run", "-s", "print(1)", "--bogus"])
+    assert ei.value.code == 1
+    assert capsys.readouterr().err.endswith("lafuse: error: unrecognized arguments: --bogus\n")

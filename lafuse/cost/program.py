@@ -341,8 +341,8 @@ def _makes_sparse(h: Any) -> bool:
 
 def loop_iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
     nums = (start, stop) if default_incr else (start, stop, incr)
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in nums):
-        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
+        return None  # (NaN / Inf bounds: the run reports them, the estimate does not know)
     a, b = int(start), int(stop)
     step = (1 if b >= a else -1) if default_incr else int(incr)
     if step == 0 or (b - a) * step < 0:

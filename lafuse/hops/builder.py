@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from lafuse.errors import DMLSizeError, DMLValidationError, Span
-from lafuse.hops import sizes
+from lafuse.hops import parfor_deps, sizes
 from lafuse.hops.files import ANY, FileTracker, file_key, read_meta
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop, literal
 from lafuse.hops.program import (
@@ -164,6 +164,8 @@ class Builder:
             self.files.restore(files_top)
             return WhileBlock(pred=pred, body=body, span=s.span)
         if isinstance(s, A.For):
+            if s.parallel:
+                parfor_deps.check(s, {k: v.dt for k, v in self.env.items()})
             start = self._pred_dag(s.start)
             stop = self._pred_dag(s.stop)
             incr = self._pred_dag(s.incr) if s.incr is not None else None
@@ -394,15 +396,20 @@ class Builder:
         dt = FRAME if base.dt == FRAME else MATRIX
         h = Hop("rix", "rix", [base, *bounds], dt, DOUBLE, e.span, params=flags)
         sizes.infer(h)
-        # bounds known at compile time must lie inside known dims
-        for (lo, hi), n, dim in (((bounds[0], bounds[1]), base.rows, "row"), ((bounds[2], bounds[3]), base.cols, "column")):
-            for bh in (lo, hi):
-                v = sizes.scalar_value(bh)
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and (int(v) < 1 or (n >= 0 and int(v) > n)):
-                    at = bh.span if bh.span is not None and bh.span.line > 0 else e.span  # the offending index
-                    # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
-                    h.params.setdefault("error", DMLValidationError(
-                        f"{dim} index {v} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
+        # bounds known at compile time must lie inside known dims; the caret goes under the index as
+        # written here, not where its value came from (i = 4 ... X[i, 1] points at the i of X[i, 1])
+        written = [x for r in (e.rows, e.cols) for x in ((r.lo, r.hi or r.lo) if r else (None, None))]
+        for k, bh in enumerate(bounds):
+            n, dim = (base.rows, "row") if k < 2 else (base.cols, "column")
+            v = sizes.scalar_value(bh)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    (not math.isfinite(v) or int(v) < 1 or (n >= 0 and int(v) > n)):  # (NaN, Inf: never inside)
+                src = written[k]
+                at = src.span if src is not None and src.span.line > 0 else e.span  # the offending index
+                # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
+                shown = v if math.isfinite(v) else "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
+                h.params.setdefault("error", DMLValidationError(
+                    f"{dim} index {shown} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
         return h
 
     # ---- operators
@@ -537,31 +544,11 @@ class Builder:
         return UNKNOWN
 
     def _fcall(self, key: str, fdef: A.FunctionDef, call: A.Call, nout: int) -> Hop:
-        named = [a for a in call.args if a.name is not None]
-        if named and len(named) != len(call.args):
-            odd = next(a for a in call.args if (a.name is None) != (call.args[0].name is None))
-            raise DMLValidationError(
-                f"call of '{call.name}' mixes positional and named arguments: a user function takes all "
-                "positional or all named arguments", odd.span)
-        pnames = [p.name for p in fdef.params]
-        if named:
-            for a in named:
-                if a.name not in pnames:
-                    raise DMLValidationError(f"function '{call.name}' has no parameter '{a.name}'", a.span)
-            missing = [p.name for p in fdef.params if p.default is None and p.name not in {a.name for a in named}]
-        else:
-            if len(call.args) > len(pnames):
-                raise DMLValidationError(
-                    f"function '{call.name}' takes {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
-                    f"but {len(call.args)} were given", call.args[len(pnames)].value.span)
-            missing = [p.name for p in fdef.params[len(call.args):] if p.default is None]
-        if missing:
-            raise DMLValidationError(
-                f"call of '{call.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        names = self._bind_args(fdef, call)
         ins = [self.expr(a.value) for a in call.args]
         params = {p.name: p for p in fdef.params}
-        for a, h in zip(call.args, ins):
-            p = params[a.name] if a.name else fdef.params[ins.index(h)]
+        for a, h, nm in zip(call.args, ins, names):
+            p = params[nm]
             if p.type_name == MATRIX and h.dt == SCALAR:
                 raise DMLValidationError(
                     f"argument '{p.name}' of '{call.name}' must be a matrix, got {_a(h.vt)} scalar", a.value.span)
@@ -573,7 +560,7 @@ class Builder:
                 f"function '{call.name}' returns {len(fdef.outputs)} values but {nout} are assigned", call.span)
         outs = [(o.type_name, o.value_type if o.type_name == SCALAR else DOUBLE) for o in fdef.outputs]
         h = Hop("fcall", "funcall", ins, UNKNOWN, UNKNOWN, call.span,
-                params={"fname": key, "argnames": [a.name for a in call.args], "out_types": outs,
+                params={"fname": key, "argnames": names, "out_types": outs,
                         "nout": len(outs)})
         # calls always run (they may print or stop), even when their results are dead
         self._roots.append(h)
@@ -582,6 +569,39 @@ class Builder:
             sizes.infer(x)
             return x
         return h
+
+    def _bind_args(self, fdef: A.FunctionDef, call: A.Call) -> list[str]:
+        """The parameter each argument of a user-function call binds, as SystemDS 3.4 binds them
+        (StatementBlock.rewriteFunctionCallStatements): the unnamed argument at position i binds the
+        i-th parameter, wherever named ones stand (f(A, shift=1, scale=0.5), f(A=A, 0.5, 2)), a
+        named one binds its name; a parameter bound twice is an error. SystemDS takes such mixed
+        calls only for the functions it inlines (one block of statements, no control flow) and
+        rejects them for others; lafuse takes them for every function."""
+        pnames = [p.name for p in fdef.params]
+        names: list[str] = []
+        how: dict[str, str] = {}
+        for i, a in enumerate(call.args):
+            if a.name is None:
+                if i >= len(pnames):
+                    raise DMLValidationError(
+                        f"function '{call.name}' takes {len(pnames)} argument{'' if len(pnames) == 1 else 's'} "
+                        f"but {len(call.args)} were given", a.value.span)
+                nm, this = pnames[i], f"by position (argument {i + 1})"
+            else:
+                if a.name not in pnames:
+                    raise DMLValidationError(f"function '{call.name}' has no parameter '{a.name}'", a.span)
+                nm, this = a.name, "by name"
+            if nm in how:
+                twice = "named twice" if how[nm] == this else f"given twice: {how[nm]} and {this}"
+                raise DMLValidationError(f"parameter '{nm}' of '{call.name}' is {twice}",
+                                         a.span if a.name is not None else a.value.span)
+            how[nm] = this
+            names.append(nm)
+        missing = [p.name for p in fdef.params if p.default is None and p.name not in how]
+        if missing:
+            raise DMLValidationError(
+                f"call of '{call.name}' is missing required argument(s): {', '.join(missing)}", call.span)
+        return names
 
     def _normalize(self, spec: BuiltinSpec, call: A.Call) -> tuple[list[str], list[A.Expr]]:
         pos = [a for a in call.args if a.name is None]

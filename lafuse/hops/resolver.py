@@ -7,11 +7,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from lafuse.errors import DMLValidationError
+from lafuse.errors import DMLError, DMLValidationError
 from lafuse.hops.hop import BOOLEAN, DOUBLE, FRAME, INT, LIST, MATRIX, SCALAR, STRING, UNKNOWN, Hop
 from lafuse.lang import ast as A
 from lafuse.lang.builtins import BuiltinSpec
-from lafuse.lang.parser import parse_file
+from lafuse.lang.parser import parse, read_source
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,12 @@ class FunctionResolver:
             path = imp.path
         if not os.path.exists(path):
             raise DMLValidationError(f"cannot find sourced file '{imp.path}'", imp.span)
-        script = parse_file(path)
-        with open(path, encoding="utf-8") as f:
-            self.sources[path] = f.read()
+        try:
+            text = read_source(path, "sourced file")
+        except DMLError as e:  # at the source() statement
+            raise DMLValidationError(e.message, imp.span) from None
+        script = parse(text, path)
+        self.sources[path] = text
         ns = imp.namespace
         self.namespaces[os.path.abspath(path)] = ns
         self.add_script(script, ns)
@@ -94,9 +97,9 @@ class FunctionResolver:
         for d in self.builtin_dirs:
             path = os.path.join(d, name + ".dml")
             if os.path.exists(path):
-                script = parse_file(path)
-                with open(path, encoding="utf-8") as f:
-                    self.sources[path] = f.read()
+                text = read_source(path, "builtin script")
+                script = parse(text, path)
+                self.sources[path] = text
                 self.add_script(script, ns)
                 for sub in script.imports:
                     self.load_namespace(sub, os.path.dirname(path), ns)

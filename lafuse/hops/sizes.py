@@ -54,7 +54,7 @@ def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
             return -a
     if h.op in ("as.integer", "as.double") and h.inputs:
         a = scalar_value(h.inputs[0], known)
-        if isinstance(a, (int, float)) and not isinstance(a, bool):
+        if isinstance(a, (int, float)) and not isinstance(a, bool) and (h.op == "as.double" or math.isfinite(a)):
             return int(a) if h.op == "as.integer" else float(a)
     return None
 
@@ -134,8 +134,9 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             if isinstance(fv, (int, float)) and isinstance(tv, (int, float)):
                 if iv is None:
                     iv = 1 if tv >= fv else -1
-                if isinstance(iv, (int, float)) and iv != 0 and (tv - fv) / iv >= 0:
-                    r, c = int(math.floor((tv - fv) / iv + 1e-12)) + 1, 1
+                n = (tv - fv) / iv if isinstance(iv, (int, float)) and iv != 0 else math.nan
+                if math.isfinite(n) and n >= 0:  # (a NaN / Inf bound: unknown here, an error at run time)
+                    r, c = int(math.floor(n + 1e-12)) + 1, 1
         elif op == "sample":
             r, c = _int_or_unknown(scalar_value(slot_arg(h, "size"), known)), 1
     elif kind == "data":
@@ -286,7 +287,8 @@ def _range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | No
     if single:
         return 1
     a, b = scalar_value(lo, known), scalar_value(hi, known)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and math.isfinite(a) and math.isfinite(b):  # a NaN / Inf bound is an error at run time
         return max(int(b) - int(a) + 1, 0)
     return -1
 

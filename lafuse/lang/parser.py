@@ -478,15 +478,28 @@ def parse(text: str, path: str = "<string>") -> A.Script:
         return _ToAst(path).transform(tree)
     except Exception as e:  # lark wraps transformer errors in VisitError
         orig = getattr(e, "orig_exc", e)
-        if isinstance(orig, (DMLSyntaxError, DMLValidationError)):
+        if isinstance(orig, (DMLSyntaxError, DMLValidationError, RecursionError)):
             raise orig from None
         raise
 
 
-def parse_file(path: str) -> A.Script:
+def read_source(path: str, what: str = "script") -> str:
+    """The text of a DML file. A file that cannot be read (missing, a directory, no permission) or
+    that is not UTF-8 is an error that names it, and for bad bytes where they are."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
-        raise DMLSyntaxError(f"cannot read script '{path}': {e.strerror}") from None
-    return parse(text, path)
+        raise DMLSyntaxError(f"cannot read {what} '{path}': {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DMLSyntaxError(f"cannot read {what} '{path}': it is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                             f"line {line}, byte {col} of the line)") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it (universal newlines)
+
+
+def parse_file(path: str) -> A.Script:
+    return parse(read_source(path), path)

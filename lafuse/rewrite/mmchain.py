@@ -17,6 +17,9 @@ from lafuse.hops.program import Dag
 from lafuse.rewrite.core import Ctx, rule
 
 Tree = int | tuple["Tree", "Tree"]  # leaf index, or (left, right) product
+# The DP is O(n^3) in the chain's length: 100 leaves cost ~0.1 s here, a 5,000-statement chain
+# (X1 = X0 %*% A; X2 = X1 %*% A; ...) would take hours. Longer chains keep their written order.
+MAX_DP_LEAVES = 100
 
 
 def chain_order(dims: Sequence[int]) -> tuple[int, list[list[int]]]:
@@ -107,7 +110,7 @@ def optimize_mmchain(dag: Dag, ctx: Ctx) -> bool:
         if not ctx.reachable(h) or not _is_mm(h) or _inner(h, ctx):
             continue
         tree, leaves = extract_chain(h, ctx)
-        if len(leaves) < 3 or not all(x.dt == MATRIX and x.dims_known for x in leaves):
+        if not 3 <= len(leaves) <= MAX_DP_LEAVES or not all(x.dt == MATRIX and x.dims_known for x in leaves):
             continue
         if any(leaves[i].cols != leaves[i + 1].rows for i in range(len(leaves) - 1)):
             continue

@@ -9,6 +9,7 @@ symbol table.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -18,12 +19,26 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-from lafuse.runtime import recompile
+from lafuse.runtime import deepstack, recompile
 from lafuse.runtime.lower import EXECUTED, Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 from lafuse.stats import Stats
 
-MAX_RECURSION = 200
+
+def _dag_span(dag: Any, b: Block) -> Any:
+    """Where a predicate or loop bound is written: its expression, else the statement."""
+    span = dag.roots[0].span if dag.roots else None
+    return span if span is not None and span.line > 0 else b.span
+
+
+def _describe(v: Any) -> str:
+    if is_matrix(v):
+        return f"a {v.shape[0]}x{v.shape[1]} matrix"
+    if isinstance(v, str):
+        return f"the string '{v}'"
+    if isinstance(v, ListValue):
+        return "a list"
+    return f"a {type(v).__name__}" if not isinstance(v, (int, float)) else repr(v)
 
 
 def _to_bool(v: Any, what: str = "predicate") -> bool:
@@ -40,7 +55,7 @@ def _to_bool(v: Any, what: str = "predicate") -> bool:
             return True
         if v in ("FALSE", "false"):
             return False
-    raise DMLRuntimeError(f"{what} must be a boolean or number, got {v!r}")
+    raise DMLRuntimeError(f"{what} must be a boolean or number, got {_describe(v)}")
 
 
 def _to_num(v: Any, what: str) -> int | float:
@@ -52,7 +67,7 @@ def _to_num(v: Any, what: str) -> int | float:
         return v.item()
     if is_matrix(v) and v.shape == (1, 1):
         return float(v[0, 0]) if isinstance(v, np.ndarray) else float(v.toarray()[0, 0])
-    raise DMLRuntimeError(f"{what} must be a number, got {v!r}")
+    raise DMLRuntimeError(f"{what} must be a number, got {_describe(v)}")
 
 
 class Interpreter:
@@ -62,7 +77,7 @@ class Interpreter:
         self.out = out or sys.stdout
         self.stats = stats
         self.cfg = cfgmod.get()
-        self.depth = 0
+        self._calls = threading.local()  # DML call depth of each thread (parfor workers have their own stack)
         from lafuse.runtime.local.kernels import KERNELS
 
         self.kernels: dict[str, Callable[..., Any]] = KERNELS
@@ -70,8 +85,9 @@ class Interpreter:
 
     # ------------------------------------------------------------ blocks
     def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Runs on a deep thread (runtime.deepstack): DML recursion and deep nesting recurse here."""
         st = symtab if symtab is not None else {}
-        self.exec_blocks(self.program.blocks, st)
+        deepstack.call(self.exec_blocks, self.program.blocks, st)
         return st
 
     def exec_blocks(self, blocks: list[Block], st: dict[str, Any]) -> None:
@@ -83,13 +99,12 @@ class Interpreter:
             plan = self._plan_for(b, st)
             self.exec_plan(plan, st)
         elif isinstance(b, IfBlock):
-            if _to_bool(self.eval_pred(self._dag_plan(b.pred), st), "if predicate"):
+            if self._truth(b.pred, b, st, "if predicate"):
                 self.exec_blocks(b.then_blocks, st)
             else:
                 self.exec_blocks(b.else_blocks, st)
         elif isinstance(b, WhileBlock):
-            plan = self._dag_plan(b.pred)
-            while _to_bool(self.eval_pred(plan, st), "while predicate"):
+            while self._truth(b.pred, b, st, "while predicate"):
                 self.exec_blocks(b.body, st)
         elif isinstance(b, ForBlock):
             self.exec_for(b, st)
@@ -113,13 +128,35 @@ class Interpreter:
         regs = self.exec_plan(plan, st, keep_result=True)
         return regs
 
+    def _truth(self, dag: Any, b: Block, st: dict[str, Any], what: str) -> bool:
+        """A predicate's value as a boolean; a value that is none (a string, a matrix) is an error
+        at the predicate's expression."""
+        v = self.eval_pred(self._dag_plan(dag), st)
+        try:
+            return _to_bool(v, what)
+        except DMLError as e:
+            raise e.with_span(_dag_span(dag, b)) from None
+
+    def _bound(self, dag: Any, b: Block, st: dict[str, Any], what: str) -> int:
+        """A for loop's bound or increment, truncated to an integer as SystemDS casts it to INT64."""
+        v = self.eval_pred(self._dag_plan(dag), st)
+        try:
+            return int(_to_num(v, what))
+        except DMLError as e:
+            raise e.with_span(_dag_span(dag, b)) from None
+        except (ValueError, OverflowError):  # NaN / Inf (SystemDS casts them to a long silently)
+            from lafuse.runtime.printing import dml_str
+
+            raise DMLRuntimeError(f"{what} must be a finite number, got {dml_str(_to_num(v, what))}",
+                                  _dag_span(dag, b)) from None
+
     def exec_for(self, b: ForBlock, st: dict[str, Any]) -> None:
         # SystemDS casts the bounds and the increment to INT64 (truncation): seq(0, 1, 0.25) runs
         # zero times, 0.5:2.5 runs 0, 1, 2 (verified against SystemDS 3.4)
-        start = int(_to_num(self.eval_pred(self._dag_plan(b.start), st), "for loop start"))
-        stop = int(_to_num(self.eval_pred(self._dag_plan(b.stop), st), "for loop end"))
+        start = self._bound(b.start, b, st, "for loop start")
+        stop = self._bound(b.stop, b, st, "for loop end")
         if b.incr is not None:
-            incr = int(_to_num(self.eval_pred(self._dag_plan(b.incr), st), "for loop increment"))
+            incr = self._bound(b.incr, b, st, "for loop increment")
             if incr == 0 or (stop - start) * incr < 0:
                 return
         else:
@@ -275,17 +312,16 @@ class Interpreter:
         fp = self.compiler.function(key)
         if self.stats is not None:
             self.stats.functions_called += 1
-        self.depth += 1
-        if self.depth > MAX_RECURSION:
-            self.depth = 0
-            raise DMLRuntimeError(f"recursion deeper than {MAX_RECURSION} calls in '{key}'", hop.span)
+        depth = getattr(self._calls, "depth", 0) + 1
+        limit = deepstack.max_call_depth()
+        if depth > limit:
+            raise DMLRuntimeError(f"recursion deeper than {limit} calls in '{key}'", hop.span)
+        self._calls.depth = depth
         try:
             st: dict[str, Any] = {}
             params = fp.params
-            if any(argnames):
-                given = dict(zip(argnames, args))
-            else:
-                given = {p.name: a for p, a in zip(params, args)}
+            # the builder names every argument (hops.builder._bind_args); unnamed ones bind by position
+            given = {n if n is not None else params[i].name: a for i, (n, a) in enumerate(zip(argnames, args))}
             for p in params:
                 if p.name in given:
                     st[p.name] = _coerce(given[p.name], p, key)
@@ -300,8 +336,11 @@ class Interpreter:
                     raise DMLRuntimeError(f"function '{key}' did not assign its output '{o.name}'", hop.span)
                 outs.append(_coerce(st[o.name], o, key))
             return tuple(outs)
+        except RecursionError:  # Python's stack ran out below this call (deep expressions at a deep level)
+            raise DMLRuntimeError(f"recursion too deep in '{key}': the stack is exhausted at call depth {depth} "
+                                  f"(at most {limit} calls fit)", hop.span) from None
         finally:
-            self.depth -= 1
+            self._calls.depth = depth - 1
 
 
 LIX_DENSIFY_BYTES = 256 * 2**20  # a sparse loop target up to this dense size becomes dense

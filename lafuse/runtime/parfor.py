@@ -10,12 +10,12 @@ iteration changed (compared with the value before the loop) are copied into the 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, WhileBlock, iter_blocks
+from lafuse.runtime import deepstack
 from lafuse.runtime.values import choose_format, is_matrix, is_sparse, to_dense
 
 
@@ -75,9 +75,8 @@ def run_parallel(interp: Any, b: ForBlock, values: Any, st: dict[str, Any]) -> b
         interp.exec_blocks(b.body, local)
         return {r: local[r] for r in results}
 
-    workers = max(1, min(interp.cfg.threads, len(vals)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        outs = list(pool.map(one, vals))
+    # deep threads: an iteration may recurse as deeply as the main program (runtime.deepstack)
+    outs = deepstack.parallel_map(one, vals, interp.cfg.threads)
     for r in results:
         base = to_dense(originals[r])
         merged = base.copy()

@@ -229,9 +229,10 @@ def test_parfor_parallel_equals_sequential():
 
 
 def test_parfor_with_dependency_runs_sequentially():
+    # the dependency analysis rejects this loop (tests/lang/test_parfor_deps.py); check=0 runs it
     text = """
     R = matrix(0, 5, 1)
-    parfor (i in 2:5) { R[i, 1] = as.scalar(R[i - 1, 1]) + 1 }
+    parfor (i in 2:5, check=0) { R[i, 1] = as.scalar(R[i - 1, 1]) + 1 }
     print(sum(R))
     """
     lines, _ = run(text, threads=2)

@@ -136,6 +136,7 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
     rng = _rng(seed)
     cells = r * c
     k = cells if spars >= 1.0 else int(round(spars * cells))
+    # before drawing: rand(rows=Inf) is 2^63-1 rows, which would loop over its seeds for ever
     _check_alloc("rand", r, c, 0 if lo == hi == 0.0 else k)
 
     def draw(size: int) -> np.ndarray:
