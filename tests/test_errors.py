@@ -308,7 +308,7 @@ def test_command_line_mistakes_exit_1(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"rewrites": 1,', encoding="utf-8")
     assert cli.main(["run", "-s", "print(1)", "--config", str(bad)]) == 1
-    assert capsys.readouterr().err.startswith(f"lafuse: bad config file '{bad}': Expecting property name")
+    assert capsys.readouterr().err.startswith(f"lafuse: bad config: {bad}:1:16: not valid JSON: Expecting property name")
     assert cli.main(["run"]) == 1
     assert capsys.readouterr().err == "lafuse: give a script path or -s 'script text'\n"
     with pytest.raises(SystemExit) as ei:
