@@ -24,6 +24,8 @@ the code generator.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -221,3 +223,20 @@ def key() -> bytes:
     is unusable, so the process uses a private directory) one that lives as long as the process."""
     k = user_key()[0]
     return k if k is not None else _EPHEMERAL
+
+
+TAG_BYTES = 32  # an HMAC-SHA256 tag in front of each signed file
+
+
+def tag(name: str, payload: bytes, with_key: bytes | None = None) -> bytes:
+    """The tag of a file named ``name`` (binding the name: one file's bytes cannot stand in for another's)."""
+    return hmac.new(with_key if with_key is not None else key(), name.encode() + b"\0" + payload,
+                    hashlib.sha256).digest()
+
+
+def verified(name: str, raw: bytes, with_key: bytes | None = None) -> bytes | None:
+    """The payload of a signed file's bytes ``raw``, or None when its tag is not this user's."""
+    head, payload = raw[:TAG_BYTES], raw[TAG_BYTES:]
+    if len(raw) >= TAG_BYTES and hmac.compare_digest(head, tag(name, payload, with_key)):
+        return payload
+    return None

@@ -33,8 +33,6 @@ Threat model, and what defends against what:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import os
 import pickle
@@ -44,8 +42,6 @@ from typing import Any
 from numba.core.caching import IndexDataCacheFile, NullCache
 
 from lafuse import cachedir
-
-TAG_BYTES = 32
 
 
 class SignedCacheFile(IndexDataCacheFile):  # type: ignore[misc]
@@ -58,16 +54,14 @@ class SignedCacheFile(IndexDataCacheFile):  # type: ignore[misc]
         self._filename_base = filename_base
         self._warn = warn
 
-    def _tag(self, name: str, payload: bytes) -> bytes:
-        return hmac.new(self._key, name.encode() + b"\0" + payload, hashlib.sha256).digest()
 
     def _read_verified(self, path: str) -> bytes | None:
         """The content of ``path`` if its tag is valid; else the kernel's Numba files are deleted
         (FileNotFoundError propagates: a missing file is no corruption)."""
         with open(path, "rb") as f:
             raw = f.read()
-        tag, payload = raw[:TAG_BYTES], raw[TAG_BYTES:]
-        if len(raw) >= TAG_BYTES and hmac.compare_digest(tag, self._tag(os.path.basename(path), payload)):
+        payload = cachedir.verified(os.path.basename(path), raw, self._key)
+        if payload is not None:
             return payload
         self._discard(path, "not signed by this user's lafuse (modified, truncated or foreign)")
         return None
@@ -89,7 +83,7 @@ class SignedCacheFile(IndexDataCacheFile):  # type: ignore[misc]
     def _write_signed(self, path: str, payload: bytes) -> None:
         try:
             with self._open_for_write(path) as f:
-                f.write(self._tag(os.path.basename(path), payload))
+                f.write(cachedir.tag(os.path.basename(path), payload, self._key))
                 f.write(payload)
         except OSError as e:  # e.g. disk full: the kernel runs, it is compiled again next time
             cachedir.warn(f"compiled kernel not saved to {path}: {e.strerror or e}")

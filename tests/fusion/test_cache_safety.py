@@ -457,3 +457,44 @@ def test_a_key_file_other_users_can_read_is_not_used(shared, tmp_path, monkeypat
     assert cachedir.is_private(d)
     assert f"the key file {key} is not usable: readable or writable by other users (mode 0644" in err.getvalue()
     assert sys.modules["lafuse.cachedir"].key() != key.read_bytes()
+
+
+class _Plant:
+    """A pickle whose loading writes a marker file: what a planted cache file would run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "ran"))
+
+
+def test_the_parser_tables_are_cached_signed_in_the_cache_directory(tmp_path, monkeypatch):
+    """lark's own cache is a pickle at a predictable name in /tmp; lafuse keeps the tables in the checked
+    cache directory, signed, and rebuilds them when the file is not this user's."""
+    from lafuse.lang import parser
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(cache))
+    monkeypatch.setenv("LAFUSE_CACHE_KEY", str(tmp_path / "key" / "cache.key"))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    cachedir.forget()
+    parser._lark.cache_clear()
+    try:
+        script = parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml")
+        files = list(cache.glob("grammar_*.lark"))
+        assert len(files) == 1 and not list((tmp_path / "tmp").iterdir())  # nothing in the temp directory
+        parser._lark.cache_clear()
+        assert str(parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
+        marker = tmp_path / "marker"
+        payload = pickle.dumps(_Plant(marker))
+        for planted in (b"\0" * 32 + payload, payload, b""):  # a wrong tag, no tag, empty
+            files[0].write_bytes(planted)
+            parser._lark.cache_clear()
+            assert str(parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
+            assert not marker.exists()
+            assert files[0].read_bytes() != planted  # rebuilt and signed again
+    finally:
+        parser._lark.cache_clear()
+        cachedir.forget()
