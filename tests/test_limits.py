@@ -86,8 +86,8 @@ def test_chain_of_5000_matrix_statements(capsys):
 
 
 def test_chain_of_3000_cellwise_statements_through_the_fusion_constructor(capsys, tmp_path, monkeypatch):
-    """fuse-all fuses the whole chain into one operator (the reference backend interprets its plan:
-    Numba's compile time grows too fast with a kernel's length to compile one of 6,000 operators)."""
+    """fuse-all fuses the chain into fused operators of at most MAX_FUSED_OPS operators each (the
+    reference backend interprets their plans, so the test compiles no kernel)."""
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     cfg = tmp_path / "cfg.json"
     cfg.write_text('{"codegen_backend": "reference"}', encoding="utf-8")

@@ -15,6 +15,10 @@ from lafuse.fusion.templates import BY_NAME, CLOSED_INVALID, CLOSED_VALID, OPEN,
 from lafuse.hops.hop import Hop, walk
 
 MAX_ENTRIES_PER_GROUP = 64  # 2^|inputs| * |templates| is at most 24 for ternary operators
+# operators one fused operator may cover: Numba's compile time grows faster than linearly with a
+# kernel's length (measured: a cell-wise chain of 40 operators 4.3 s cold, 80 operators 9.8 s, 200
+# about a minute, 4,000 ran out of 24 GB), so a longer region is cut into several fused operators
+MAX_FUSED_OPS = 64
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,12 @@ class MemoTable:
     created: int = 0  # entries created before pruning
     pruned: int = 0  # entries removed (closed invalid, closed without references, duplicates, dominated)
     ranked: dict = field(default_factory=dict)  # (hop id, templates, open only) -> entries, best first
+    # hop id -> operators of the largest fused region its entries cover (an upper bound: a shared
+    # sub-expression counts once per path), which MAX_FUSED_OPS bounds
+    sizes: dict[int, int] = field(default_factory=dict)
+
+    def size(self, e: MemoEntry) -> int:
+        return 1 + sum(self.sizes.get(r, 1) for r in e.refs if r >= 0)
 
     def entries(self, hid: int) -> list[MemoEntry]:
         return self.groups.get(hid, [])
@@ -75,7 +85,8 @@ def _create_plans(memo: MemoTable, h: Hop, trigger: int | None, tname: str) -> l
             options.append([g.id])
         else:
             options.append([-1, g.id] if ref_ok else [-1])
-    return [MemoEntry(tname, refs) for refs in itertools.product(*options)]
+    entries = (MemoEntry(tname, refs) for refs in itertools.product(*options))
+    return [e for e in entries if memo.size(e) <= MAX_FUSED_OPS]
 
 
 def explore(roots: list[Hop], dominance: bool = False) -> MemoTable:
@@ -118,6 +129,7 @@ def explore(roots: list[Hop], dominance: bool = False) -> MemoTable:
         memo.pruned += len(cands) - len(kept)
         if kept:
             memo.groups[h.id] = kept
+            memo.sizes[h.id] = max(memo.size(e) for e in kept)
     return memo
 
 

@@ -266,3 +266,27 @@ def test_fused_cost_prices_the_lookups_of_csr_side_inputs():
         h = spoofs[0]
         costs.append(fused_cost(h.params["cplan"], h.inputs, h, load(), HINTS))
     assert costs[0] > 2 * costs[1]
+
+
+def _operators(node: C.CNode, seen: set[int]) -> int:
+    if id(node) in seen or node.op in ("input", "literal"):
+        return 0
+    seen.add(id(node))
+    return 1 + sum(_operators(c, seen) for c in node.children)
+
+
+@pytest.mark.parametrize("strategy", ["fuse-all", "cost"])
+def test_a_long_cellwise_chain_is_cut_into_fused_operators_of_bounded_length(strategy):
+    """Numba's compile time grows faster than linearly with a kernel's length, so no fused operator
+    covers more than MAX_FUSED_OPS operators: a chain of 300 operators becomes several fused ones, and
+    no unfused cell-wise operator is left between them."""
+    from lafuse.fusion.memo import MAX_FUSED_OPS
+
+    n = 150
+    assert 2 * n > 4 * MAX_FUSED_OPS  # the chain needs several operators
+    text = "".join(f"X{i + 1} = X{i} * 0.5 + 1\n" for i in range(n)) + f"s = sum(X{n})\nprint(s)"
+    spoofs, labels = fused(text, strategy, preamble=BIG + "X0 = X\n")
+    sizes = [_operators(r, set()) for s in spoofs for r in s.params["cplan"].all_roots()]
+    assert len(spoofs) >= -(-2 * n // MAX_FUSED_OPS)
+    assert max(sizes) <= MAX_FUSED_OPS and sum(sizes) >= 2 * n
+    assert not basic_ops(labels, "*", "+", "sum")
