@@ -229,3 +229,17 @@ def test_memory_budget_in_python_api():
         with pytest.raises(DMLRuntimeError) as e:
             lafuse.run_dml("X = rand(rows=1000, cols=1000)\ns = sum(X)", outputs=["s"])
     assert "'rand' with a 1000x1000 result needs 8 MB, beyond the memory budget of 1 MB" in str(e.value)
+
+
+def test_huge_sparse_products_are_estimated_by_their_nonzeros(capsys, tmp_path: Path):
+    """Worst-case non-zeros (hops.sizes.nnz_bound), not dense cells, for products of sparse matrices of
+    unknown result sparsity: 1e5 x 1e5 with 3 non-zeros, whose dense forms would be 80 GB each."""
+    data = tmp_path / "x.txt"
+    data.write_text("1 2 1.5\n7 7 2.0\n100000 1 -1.0\n")
+    (tmp_path / "x.txt.mtd").write_text(json.dumps({"data_type": "matrix", "value_type": "double",
+                                                    "rows": 100000, "cols": 100000, "nnz": 3, "format": "text"}))
+    script = tmp_path / "s.dml"
+    script.write_text(f'X = read("{data}")\nY = t(X) %*% X\nZ = Y * X + t(X)\nprint(sum(Z) + sum(Y))\n')
+    code, out, err = run_cli(capsys, "run", str(script), "--no-codegen")
+    # Y: 2.25 at (2,2), 4 at (7,7), 1 at (1,1); Y * X: 8 at (7,7); t(X) sums to 2.5
+    assert (code, err) == (0, "") and out == "17.75\n"

@@ -316,3 +316,36 @@ def _memory(h: Hop) -> None:
             break
         total += i.out_mem
     h.mem = total
+
+
+def nnz_bound(h: Hop, bounds: dict[int, float]) -> float:
+    """A worst-case bound of ``h``'s non-zeros, for memory estimates where ``h.nnz`` (exact or unknown)
+    is unknown; ``bounds`` holds the inputs' bounds (a topological pass fills it). Without it, a
+    product or an element-wise product of sparse matrices counts as dense and a huge sparse problem
+    would look like terabytes (SystemDS's worst-case sparsity estimates, OptimizerUtils, do the same):
+    ``X %*% Y`` has at most ``min(nnz(X) * ncol(Y), nrow(X) * nnz(Y), nnz(X) * nnz(Y))`` non-zeros, a
+    zero of a matrix operand of ``*`` stays zero (of a sparse one exactly; a dense one bounds the
+    result above the sparsity turn point, where it is stored dense anyway), ``X + Y`` has at most
+    ``nnz(X) + nnz(Y)``, transposes keep theirs; everything else is bounded by its cells. -1: unknown dims."""
+    if h.dt != MATRIX or h.rows < 0 or h.cols < 0:
+        return -1.0
+    if h.nnz >= 0:
+        return float(h.nnz)
+    cells = float(h.rows) * h.cols
+
+    def of(i: Hop) -> float:
+        z = bounds.get(i.id, -1.0)
+        return z if z >= 0 else (float(i.rows) * i.cols if i.rows >= 0 and i.cols >= 0 else math.inf)
+
+    mats = [i for i in h.inputs if i.dt == MATRIX]
+    if h.kind == "matmult" and len(mats) == 2:
+        za, zb = of(mats[0]), of(mats[1])
+        return min(cells, za * h.cols, h.rows * zb, za * zb)
+    full = [of(i) for i in mats if (i.rows, i.cols) == (h.rows, h.cols)]
+    if h.kind == "binary" and h.op in ("*", "&") and full:
+        return min(cells, *full)
+    if h.kind == "binary" and h.op in ("+", "-", "|") and len(full) == len(h.inputs) == 2:
+        return min(cells, sum(full))
+    if h.kind == "reorg" and h.op in ("t", "rev") and mats:
+        return min(cells, of(mats[0]))
+    return cells

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse import memory
+from lafuse.hops import sizes
 from lafuse.hops.hop import Hop
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import REQUIRED, SPECS
@@ -142,27 +143,29 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
     return run
 
 
-def operation_bytes(h: Hop) -> float:
-    """Memory of ``h``'s operation: its output and its (distinct) inputs, by the sizes known when
-    the DAG was lowered (actual sizes after a dynamic recompilation); -1 when the output's size is
-    unknown. An input of unknown size counts 0: the guard errs towards running."""
-    if h.out_mem < 0:
+def operation_bytes(h: Hop, bounds: dict[int, float]) -> float:
+    """Memory of ``h``'s operation: its output and its (distinct) inputs, by the sizes known when the
+    DAG was lowered (actual sizes after a dynamic recompilation) and worst-case non-zeros where they
+    are unknown (``bounds``: sizes.nnz_bound of every HOP so far); -1 when the output's dims are
+    unknown. An input of unknown dims counts 0: the guard errs towards running."""
+    out = sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+    if out < 0:
         return -1.0
     seen: set[int] = set()
-    total = h.out_mem
+    total = out
     for i in h.inputs:
-        if i.id not in seen and i.out_mem > 0:
+        if i.id not in seen and i.dt == "matrix" and i.rows >= 0 and i.cols >= 0:
             seen.add(i.id)
-            total += i.out_mem
+            total += sizes.output_bytes(i.rows, i.cols, int(min(bounds.get(i.id, -1.0), 2.0**62)))
     return total
 
 
-def _guard_memory(h: Hop, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _guard_memory(h: Hop, fn: Callable[..., Any], bounds: dict[int, float]) -> Callable[..., Any]:
     """``fn``, or, when the operation needs more than the memory budget, an instruction that stops
     with a clear error when it is reached (earlier statements of the block still run; paper 003 §3:
     SystemDS would choose a distributed operator here). Decided at lowering, so running costs
     nothing; a plan is lowered again when a recompilation learns the sizes."""
-    need = operation_bytes(h)
+    need = operation_bytes(h, bounds)
     if not memory.over_budget(need):
         return fn
     what = f"'{h.op}' with a {h.rows}x{h.cols} result"
@@ -186,7 +189,9 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
     instrs: list[Instruction] = []
     writes: list[tuple[str, int]] = []
     folded = foldable_transposes(order, users, dag)
+    bounds: dict[int, float] = {}
     for h in order:
+        bounds[h.id] = sizes.nnz_bound(h, bounds)
         r = len(reg)
         reg[h.id] = r
         if h.id in folded:  # read through by its product, see foldable_transposes
@@ -212,7 +217,7 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
                 args = [reg[i.inputs[0].id] if i.id in folded else reg[i.id] for i in h.inputs]
                 fn = _matmult_transposed(fn, ta, tb)
         if fn is not None and h.dt == "matrix":
-            fn = _guard_memory(h, fn)
+            fn = _guard_memory(h, fn, bounds)
         cast = None
         # SystemDS: print(ifelse(c, 7, 2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE
         if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread") and (
