@@ -1,5 +1,6 @@
 """End-to-end algorithms of paper 000 Table 2 (L2SVM, MLogreg, GLM, KMeans, ALS-CG, AutoEncoder) and
-PNMF and GNMF (papers 001 and 004), each at two data sizes.
+PNMF and GNMF (papers 001 and 004), and a mini-batch SGD loop of a small two-layer network (the shape
+of most training code: many small slices and products per epoch), each at two data sizes.
 
 Each algorithm is written once in DML (run by lafuse and SystemDS) and once against an array module
 ``xp`` (run with NumPy/SciPy, and with JAX: ``jax.jit`` of one iteration, float64 on the CPU), the same
@@ -377,6 +378,65 @@ def ae_batches(d: dict, iters: int) -> Iterator[tuple]:
             yield (d["X"][beg:beg + AE_BATCH],)
 
 
+MLP_BATCH = 128
+MLP_DML = f"""
+n = nrow(X)
+nb = ceil(n / {MLP_BATCH})
+W1 = W10
+W2 = W20
+b1 = matrix(0, rows=1, cols=ncol(W1))
+b2 = 0
+for (ep in 1:ITER) {{
+  for (bi in 1:nb) {{
+    beg = (bi - 1) * {MLP_BATCH} + 1
+    end = min(n, bi * {MLP_BATCH})
+    Xb = X[beg:end, ]
+    yb = y[beg:end, ]
+    H = tanh(Xb %*% W1 + b1)
+    p = 1 / (1 + exp(-(H %*% W2 + b2)))
+    d2 = (p - yb) / nrow(Xb)
+    dH = (d2 %*% t(W2)) * (1 - H ^ 2)
+    W2 = W2 - 0.5 * (t(H) %*% d2)
+    b2 = b2 - 0.5 * sum(d2)
+    W1 = W1 - 0.5 * (t(Xb) %*% dH)
+    b1 = b1 - 0.5 * colSums(dH)
+  }}
+}}
+p = 1 / (1 + exp(-(tanh(X %*% W1 + b1) %*% W2 + b2)))
+r1 = sum(W1)
+r2 = sum(W2)
+r3 = -sum(y * log(p) + (1 - y) * log(1 - p))
+"""
+
+
+def mlp_init(xp: Any, d: dict) -> tuple:
+    return d["W10"], d["W20"], xp.zeros((1, d["W10"].shape[1])), 0.0
+
+
+def mlp_step(xp: Any, ops: Any, d: dict, st: tuple, Xb: Any, yb: Any) -> tuple:
+    W1, W2, b1, b2 = st
+    H = xp.tanh(Xb @ W1 + b1)
+    p = _sig(xp, H @ W2 + b2)
+    d2 = (p - yb) / Xb.shape[0]
+    dH = (d2 @ W2.T) * (1 - H ** 2)
+    return (W1 - 0.5 * (Xb.T @ dH), W2 - 0.5 * (H.T @ d2), b1 - 0.5 * xp.sum(dH, axis=0, keepdims=True),
+            b2 - 0.5 * xp.sum(d2))
+
+
+def mlp_finish(xp: Any, ops: Any, d: dict, st: tuple) -> tuple:
+    W1, W2, b1, b2 = st
+    X, y = d["X"], d["y"]
+    p = _sig(xp, xp.tanh(X @ W1 + b1) @ W2 + b2)
+    return xp.sum(W1), xp.sum(W2), -xp.sum(y * xp.log(p) + (1 - y) * xp.log(1 - p))
+
+
+def mlp_batches(d: dict, iters: int) -> Iterator[tuple]:
+    n = d["X"].shape[0]
+    for _ in range(iters):
+        for beg in range(0, n, MLP_BATCH):
+            yield d["X"][beg:beg + MLP_BATCH], d["y"][beg:beg + MLP_BATCH]
+
+
 PNMF_DML = """
 W = W0
 H = H0
@@ -471,6 +531,13 @@ def _gen_ae(rng: np.random.Generator, n: int, m: int, h1: int = 50, h2: int = 10
     return {"X": X, **{f"W{k + 1}0": rng.normal(size=s) / np.sqrt(s[0]) for k, s in enumerate(dims)}}
 
 
+def _gen_mlp(rng: np.random.Generator, n: int, m: int, hidden: int = 32) -> dict:
+    X = rng.normal(size=(n, m))
+    y = (np.sin(X[:, :1]) + X[:, 1:2] * X[:, 2:3] + 0.3 * rng.normal(size=(n, 1)) > 0).astype(np.float64)
+    return {"X": X, "y": y, "W10": rng.normal(size=(m, hidden)) / np.sqrt(m),
+            "W20": rng.normal(size=(hidden, 1)) / np.sqrt(hidden)}
+
+
 def _gen_gnmf(rng: np.random.Generator, n: int, m: int, rank: int = 10) -> dict:
     X = rng.random((n, rank)) @ rng.random((rank, m)) + 0.1 * rng.random((n, m))
     return {"X": X, "W0": rng.uniform(0.5, 1.5, (n, rank)), "H0": rng.uniform(0.5, 1.5, (rank, m))}
@@ -563,6 +630,9 @@ ALGORITHMS = [
     Algorithm("autoencoder", "AutoEncoder", AE_DML, ("X", "W10", "W20", "W30", "W40"), _gen_ae, ae_step,
               ae_finish, 1, {"quick": ((5000, 100), (20000, 100)), "full": ((20000, 100), (100000, 100))},
               init=ae_init, batches=ae_batches),
+    Algorithm("mlp", "Mini-batch MLP", MLP_DML, ("X", "y", "W10", "W20"), _gen_mlp, mlp_step, mlp_finish, 2,
+              {"quick": ((10000, 64), (50000, 64)), "full": ((50000, 64), (200000, 64))},
+              init=mlp_init, batches=mlp_batches),
     Algorithm("pnmf", "PNMF", PNMF_DML, ("X", "W0", "H0"),
               lambda r, n, m: _gen_sparse_factors(r, n, m, 10, True), pnmf_step, pnmf_finish, 10,
               {"quick": ((2000, 2000), (5000, 5000)), "full": ((5000, 5000), (10000, 10000))}, sparse=True),

@@ -23,6 +23,7 @@ and COL_AGG_T, nb x 2 for FULL_AGG, nb x L1 x L2 for COL_AGG_B1_T).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from lafuse.codegen.emit import HEADER, JIT, Canon, canon, indent, scalar_op
 from lafuse.codegen.gen_cell import main_slot, slot_args
@@ -57,6 +58,7 @@ class RowInfo:
     scale_of: dict[int, CNode] = field(default_factory=dict)  # sparse node -> its scalar factor
     len1: list[CNode] = field(default_factory=list)  # vector factors mode 2 needs of length 1
     sparse_ok: bool = False
+    lens_memo: dict[tuple, Any] = field(default_factory=dict)  # widths -> node lengths (runner_row)
 
 
 def analyze(plan: CPlan, c: Canon | None = None) -> RowInfo:

@@ -118,7 +118,15 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
             width[s], width[-1 - s] = d.shape[1], d.shape[0]
         else:
             raise ValueError(f"input access {acc!r} is not valid in a row plan")
-    lens = _lens(info, width)
+    # the lengths depend on the widths only: a loop calling the kernel on same-shaped inputs
+    # (mini-batches) walks the plan once, not at every call
+    wkey = tuple(sorted(width.items()))
+    cached = info.lens_memo.get(wkey)
+    if cached is None:
+        cached = _lens(info, width)
+        if len(info.lens_memo) < 64:
+            info.lens_memo[wkey] = cached
+    lens = cached
     mode = 0
     if main.sparse:
         mode = 1

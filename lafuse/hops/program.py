@@ -53,7 +53,7 @@ class GenericBlock(Block):
     recompiled: Any = None  # cache: input signature -> Plan
     size_scalars: set[str] | None = None  # scalar variables that determine output sizes (recompile key)
     tread_names: list[str] | None = None  # variables the block reads, sorted
-    size_spans: list[tuple[str, str]] | None = None  # (lo, hi) range bounds keyed by extent (recompile)
+    size_spans: list[tuple[Hop, Hop]] | None = None  # (lo, hi) range bounds keyed by extent (recompile)
     weight: float = 1.0  # expected executions per program run (loop nesting), amortizes kernel compiles
 
 

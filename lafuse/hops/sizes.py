@@ -48,6 +48,18 @@ def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
                 return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else None}[h.op]
             except (OverflowError, TypeError):
                 return None
+    if h.kind == "binary" and h.op in ("%/%", "%%") and len(h.inputs) == 2:
+        a, b = scalar_value(h.inputs[0], known), scalar_value(h.inputs[1], known)
+        if _finite_number(a) and _finite_number(b) and b != 0:
+            return a // b if h.op == "%/%" else a % b
+    if h.kind == "nary" and h.op in ("min", "max") and h.inputs and all(i.dt == SCALAR for i in h.inputs):
+        vals = [scalar_value(i, known) for i in h.inputs]
+        if all(_finite_number(v) for v in vals):  # NaN makes min/max NaN: left to run time
+            return min(vals) if h.op == "min" else max(vals)
+    if h.op in ("ceil", "floor") and h.inputs and h.inputs[0].dt == SCALAR:
+        a = scalar_value(h.inputs[0], known)
+        if _finite_number(a):
+            return float(math.ceil(a) if h.op == "ceil" else math.floor(a))
     if h.op == "u-" and h.inputs:
         a = scalar_value(h.inputs[0], known)
         if isinstance(a, (int, float)) and not isinstance(a, bool):
@@ -57,6 +69,10 @@ def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
         if isinstance(a, (int, float)) and not isinstance(a, bool) and (h.op == "as.double" or math.isfinite(a)):
             return int(a) if h.op == "as.integer" else float(a)
     return None
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _int_or_unknown(v: Any) -> int:

@@ -87,8 +87,14 @@ class Interpreter:
     def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
         """Runs on a deep thread (runtime.deepstack): DML recursion and deep nesting recurse here."""
         st = symtab if symtab is not None else {}
-        deepstack.call(self.exec_blocks, self.program.blocks, st)
+        deepstack.call(self._exec_all, self.program.blocks, st)
         return st
+
+    def _exec_all(self, blocks: list[Block], st: dict[str, Any]) -> None:
+        from lafuse.runtime.local.kernels_common import ieee_thread
+
+        with ieee_thread():
+            self.exec_blocks(blocks, st)
 
     def exec_blocks(self, blocks: list[Block], st: dict[str, Any]) -> None:
         for b in blocks:

@@ -16,6 +16,7 @@ import numpy as np
 
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, WhileBlock, iter_blocks
 from lafuse.runtime import deepstack
+from lafuse.runtime.local.kernels_common import ieee_thread
 from lafuse.runtime.values import choose_format, is_matrix, is_sparse, to_dense
 
 
@@ -72,7 +73,8 @@ def run_parallel(interp: Any, b: ForBlock, values: Any, st: dict[str, Any]) -> b
     def one(v: Any) -> dict[str, Any]:
         local = dict(st)
         local[b.var] = v
-        interp.exec_blocks(b.body, local)
+        with ieee_thread():
+            interp.exec_blocks(b.body, local)
         return {r: local[r] for r in results}
 
     # deep threads: an iteration may recurse as deeply as the main program (runtime.deepstack)

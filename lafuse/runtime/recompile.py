@@ -9,6 +9,7 @@ are cached per input signature (shapes, and the scalars that determine output si
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -40,16 +41,14 @@ def copy_dag(dag: Dag) -> Dag:
 def size_scalars(dag: Dag) -> set[str]:
     """Scalar variables whose values feed a size-determining argument."""
     out: set[str] = set()
-    spans = set(range_spans(dag))
     for h in dag.hops():
         if h.op in _SIZE_OPS:
             ins = h.inputs
             if h.op == "rix" and len(ins) == 5:
-                # X[i, ] has one row whatever i is, and X[beg:end, ] has end - beg + 1 rows whatever
-                # beg is: such bounds do not enter the plan-cache key by value (else a loop over rows
-                # or mini-batches recompiles on every iteration); range_spans keys the extent instead
-                ins = [ins[0]] + [x for lo, hi in ((ins[1], ins[2]), (ins[3], ins[4]))
-                                  if not _same_scalar(lo, hi) and _span(lo, hi) not in spans for x in (lo, hi)]
+                # X[i, ] has one row whatever i is, and X[lo:hi, ] has hi - lo + 1 rows whatever lo is:
+                # index bounds do not enter the plan-cache key by value (else a loop over rows or
+                # mini-batches recompiles on every iteration); range_extents keys the extent instead
+                ins = [ins[0]]
             stack = [i for i in ins if i.dt == SCALAR]
             while stack:
                 s = stack.pop()
@@ -59,29 +58,29 @@ def size_scalars(dag: Dag) -> set[str]:
     return out
 
 
-def _span(lo: Hop, hi: Hop) -> tuple[str, str] | None:
-    if lo.op == hi.op == "tread" and lo.name and hi.name and lo.name != hi.name:
-        return lo.name, hi.name
-    return None
-
-
-def range_spans(dag: Dag) -> list[tuple[str, str]]:
-    """(lower, upper) variable pairs of ``X[lo:hi, ]`` / ``X[, lo:hi]`` ranges whose bounds are plain
-    variables: their extent ``hi - lo + 1``, not their values, is what the plan depends on."""
-    out: list[tuple[str, str]] = []
+def range_spans(dag: Dag) -> list[tuple[Hop, Hop]]:
+    """(lower, upper) bounds of the ``X[lo:hi, ]`` / ``X[, lo:hi]`` ranges that are not literals: their
+    extent ``hi - lo + 1``, not their values, is what the plan depends on (mini-batch slices
+    ``X[(i-1)*b+1:min(n, i*b), ]`` have one extent for all full batches and one for the last)."""
+    out: list[tuple[Hop, Hop]] = []
+    seen: set[tuple[int, int]] = set()
     for h in dag.hops():
         if h.op == "rix" and len(h.inputs) == 5:
             for lo, hi in ((h.inputs[1], h.inputs[2]), (h.inputs[3], h.inputs[4])):
-                sp = _span(lo, hi)
-                if sp is not None and sp not in out:
-                    out.append(sp)
+                key = (lo.id, hi.id)
+                if key in seen or _same_scalar(lo, hi) or (lo.kind == "literal" and hi.kind == "literal"):
+                    continue
+                seen.add(key)
+                out.append((lo, hi))
     return out
 
 
-def _extent(st: dict[str, Any], sp: tuple[str, str]) -> int | None:
-    lo, hi = st.get(sp[0]), st.get(sp[1])
+def _extent(st: dict[str, Any], sp: tuple[Hop, Hop]) -> int | None:
+    """The range's length as indexing will compute it (bounds truncated like trunc_index), or None
+    when a bound is not a simple expression of known scalars."""
+    lo, hi = sizes.scalar_value(sp[0], st), sizes.scalar_value(sp[1], st)
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool) \
-            and not isinstance(hi, bool):
+            and not isinstance(hi, bool) and math.isfinite(lo) and math.isfinite(hi):
         return int(hi) - int(lo) + 1
     return None
 
@@ -95,7 +94,7 @@ def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
         b.size_scalars = size_scalars(b.dag)
         b.size_spans = range_spans(b.dag)
         b.tread_names = sorted(b.dag.reads())
-    sig: list[Any] = [(sp, _extent(st, sp)) for sp in b.size_spans]
+    sig: list[Any] = [((lo.id, hi.id), _extent(st, (lo, hi))) for lo, hi in b.size_spans]
     for name in b.tread_names:
         v = st.get(name)
         if v is not None and is_matrix(v):
@@ -109,13 +108,13 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
                   scalars: set[str] | None = None) -> Dag:
     """``scalars``: the scalar variables whose values may be used (they must be part of the plan
     cache key, or a cached plan would carry facts of another iteration's values). Range extents
-    (``range_spans``) are used too: they are part of the key as well."""
+    (``range_spans``) are used too: they are part of the key as well. The extents are evaluated on
+    the copy's bound HOPs, which keep the ids and inputs of the original's."""
     new = copy_dag(dag)
     for h in new.hops():
         if h.op == "rix" and len(h.inputs) == 5:
             for (lo, hi), key in (((h.inputs[1], h.inputs[2]), "row_extent"), ((h.inputs[3], h.inputs[4]), "col_extent")):
-                sp = _span(lo, hi)
-                n = _extent(st, sp) if sp is not None else None
+                n = None if _same_scalar(lo, hi) else _extent(st, (lo, hi))
                 if n is not None and n > 0:
                     h.params[key] = n
     names = scalars if scalars is not None else set(st)

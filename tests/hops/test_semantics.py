@@ -196,6 +196,47 @@ def test_minibatch_loop_keys_its_plan_by_batch_extent():
     assert stats.recompiles <= 4
 
 
+@pytest.mark.parametrize("codegen", [False, True])
+def test_minibatch_for_loop_recompiles_a_bounded_number_of_times(codegen: bool):
+    """The benchmark's AutoEncoder slices ``X[(bi-1)*b+1 : min(n, bi*b), ]``: expression bounds, keyed
+    by their extent too. The count of recompilations must not grow with the number of batches
+    (one plan for full batches, one for the short last batch, a few for the blocks around)."""
+    import io
+
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    text = """
+    n = nrow(X)
+    nb = ceil(n / 8)
+    W = matrix(0.01, rows=ncol(X), cols=1)
+    for (ep in 1:2) {
+      for (bi in 1:nb) {
+        Xb = X[((bi - 1) * 8 + 1):min(n, bi * 8), ]
+        g = t(Xb) %*% (Xb %*% W - 1) / nrow(Xb)
+        W = W - 0.1 * g
+      }
+    }
+    print(sum(W))
+    """
+    counts = []
+    for rows in (45, 203):
+        X = np.random.default_rng(rows).random((rows, 3))
+        W = np.full((3, 1), 0.01)
+        for _ in range(2):
+            for b in range(0, rows, 8):
+                Xb = X[b:b + 8]
+                W = W - 0.1 * (Xb.T @ (Xb @ W - 1) / len(Xb))
+        stats = Stats()
+        comp = Compiler(cfgmod.Config(codegen=codegen), stats=stats)
+        prog = comp.compile_text(text, "t.dml", {"X": X})
+        out = io.StringIO()
+        Interpreter(prog, comp, out=out, stats=stats).run({"X": X})
+        assert float(out.getvalue()) == pytest.approx(float(W.sum()), rel=1e-12)
+        counts.append(stats.recompiles)
+    assert counts[0] == counts[1] and counts[1] <= 4, counts
+
+
 def test_undefined_variable_is_a_validation_error():
     with pytest.raises(DMLValidationError) as ei:
         run("x = 1\nprint(y)")

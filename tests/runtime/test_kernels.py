@@ -928,3 +928,61 @@ def test_narrow_column_slices_equal_numpy(rows, cols):
     assert got.flags.c_contiguous
     full = (rows, cols) == ((1, 6000), (1, 5))  # the whole matrix: values are immutable, no copy
     assert np.shares_memory(got, x) == full
+
+
+# ----------------------------------------------------------------- fast paths of binary kernels
+
+_FAST_OPS = ["+", "-", "*", "/", "^", "%%", "%/%", "min", "max"]
+_SHAPES = [((3, 4), (3, 4)), ((3, 4), (1, 4)), ((3, 4), (3, 1)), ((1, 4), (3, 4)), ((3, 1), (3, 4)),
+           ((0, 4), (1, 4)), ((5000, 3), (1, 3)), ((5000, 3), (5000, 1)), ((3, 4), (1, 1)), ((1, 1), (1, 1))]
+
+
+@pytest.mark.parametrize("op", _FAST_OPS)
+@pytest.mark.parametrize("shapes", _SHAPES)
+def test_binary_fast_paths_agree_with_the_general_kernel(op, shapes):
+    """make_binary's kernels take shortcuts for dense operands of matching or vector-broadcast shapes
+    and int/float scalars; each shortcut must give exactly what binary() gives (NaN, Inf, signed
+    zeros and negative operands included), and leave the rest (narrow broadcasts, 1x1) to it."""
+    from lafuse.runtime.local.kernels_common import ieee_thread
+    from lafuse.runtime.local.kernels_elementwise import binary, make_binary
+
+    rng = np.random.default_rng(len(op) * 31 + shapes[0][0])
+    special = np.array([NAN, INF, -INF, 0.0, -0.0, -2.5, 3.0, 1e308])
+
+    def mat(shape):
+        a = rng.normal(size=shape) * 4
+        if a.size:
+            a.flat[rng.integers(0, a.size, max(1, a.size // 3))] = rng.choice(special, max(1, a.size // 3))
+        return a
+
+    a, b = mat(shapes[0]), mat(shapes[1])
+    k = make_binary(op)
+    for x, y in ((a, b), (a, 2), (a, -0.5), (3, b), (NAN, b), (b, INF)):
+        want = binary(op, x, y)
+        with ieee_thread():
+            got = k(x, y)
+        assert type(got) is type(want)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_binary_kernels_are_quiet_inside_and_outside_an_execution_thread():
+    """errstate() is a no-op inside ieee_thread() (the interpreter and parfor workers enter it
+    once); called from anywhere else, kernels still give IEEE results without warnings."""
+    import warnings
+
+    from lafuse.runtime.local.kernels_common import ieee_thread
+    from lafuse.runtime.local.kernels_elementwise import make_binary
+
+    a = np.array([[1.0, 0.0, -1.0]])
+    for ctx in (ieee_thread, None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            if ctx is None:
+                r = make_binary("/")(a, 0.0)
+            else:
+                with ctx():
+                    r = make_binary("/")(a, 0.0)
+        np.testing.assert_array_equal(r, [[INF, NAN, -INF]])
+    with pytest.raises(DMLRuntimeError, match="Block sizes are not matched"):
+        make_binary("+")(np.ones((3, 4)), np.ones((2, 4)))

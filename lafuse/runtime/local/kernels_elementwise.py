@@ -464,10 +464,22 @@ def make_binary(op: str) -> Callable[[Any, Any], Any]:
         parith = _PY_ARITH.get(op)
 
         def kern(a: Any, b: Any) -> Any:
+            # the fast paths are the cases binary() computes as one NumPy call, checked cheaply:
+            # same-shape dense, dense with an int/float scalar, and a vector broadcast that is not narrow
             ta, tb = type(a), type(b)
-            if ta is ndarray and tb is ndarray and a.shape == b.shape:
+            if ta is ndarray:
+                if tb is float or tb is int:
+                    with errstate():
+                        return f(a, float(b))
+                if tb is ndarray:
+                    sa, sb = a.shape, b.shape
+                    if sa == sb or ((sb[0] == 1 and sb[1] == sa[1]) or (sb[1] == 1 and sb[0] == sa[0])) \
+                            and not (1 < sa[1] <= NARROW_COLS and sa[0] >= NARROW_MIN_ROWS):
+                        with errstate():
+                            return f(a, b)
+            elif tb is ndarray and (ta is float or ta is int):
                 with errstate():
-                    return f(a, b)
+                    return f(float(a), b)
             if parith is not None and ta in _NUM and tb in _NUM:
                 r = parith(a, b)
                 if type(r) is float or LONG_MIN <= r <= LONG_MAX:
