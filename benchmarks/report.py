@@ -434,8 +434,21 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
     compile_rows = [r for r in report.get("compile") or [] if isinstance(r, dict)]
     if compile_rows:
         compile_section(doc, report, compile_rows, systems)
+    startup = [r for r in report.get("startup") or [] if isinstance(r, dict)]
+    if startup:
+        startup_section(doc, startup)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(doc.lines) + "\n", encoding="utf-8")
+
+
+def startup_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
+    doc.lines += ["", "## Start-up", "",
+                  "Whole-process wall time of `lafuse run` on a small script and of `python -c \"import numpy\"`, "
+                  "run in turn after warm-up runs (warm bytecode and plan cache; `benchmarks/startup.py`); "
+                  "the ratio is the median of the pairwise ratios.", ""]
+    doc.lines += table(["script", "lafuse ms", "import numpy ms", "ratio", "pairs"],
+                       [[str(r.get("script")), sig3(r.get("lafuse_median"), 1e3), sig3(r.get("numpy_import_median"), 1e3),
+                         sig3(r.get("ratio_median")), count(r.get("runs"))] for r in rows])
 
 
 def newest_results() -> Path:

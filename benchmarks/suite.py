@@ -1,6 +1,6 @@
 """The benchmark suite behind ``make bench`` (``--quick``, under 10 minutes here) and ``make bench-full``:
 the micro-benchmarks (``micro.py``) and the end-to-end algorithms at two sizes (``algorithms.py``) on
-every system, interleaved in one run, then the report.
+every system, interleaved in one run, the start-up of a small script (``startup.py``), then the report.
 
 Systems: lafuse without codegen, with fuse-all, fuse-no-redundancy and cost-based fusion; SystemDS 3.4
 with codegen off and on (operation time inside the script, and whole-process wall time); NumPy/SciPy;
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 5))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo:
+    if not todo and "startup" not in (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -176,6 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             report["benchmarks"].append(e)
             report["compile"] += extra["compile"]
             console.print(summary_line(e))
+    if only is None or "startup" in only:
+        import startup
+
+        with console.status("start-up: whole-process runs against python -c 'import numpy'"):
+            report["startup"] = startup.measure(runs=10 if a.quick else 20)
+        for r in report["startup"]:
+            console.print(f"start-up {r['script']}: x{r['ratio_median']:.2f} of import numpy")
     report["total_seconds"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
     import json

@@ -159,6 +159,11 @@ def info(max_bytes: int) -> list[str]:
              f"cache_max_bytes; least recently used kernels are evicted beyond it)"]
     if ks:
         lines.append(f"last used: oldest {_when(min(k.used for k in ks))}, newest {_when(max(k.used for k in ks))}")
+    from lafuse.lang.parser import MAX_AST_FILES, ast_files
+
+    asts = ast_files(d)
+    lines.append(f"parsed scripts: {len(asts)}, {_human(sum(p.stat().st_size for p in asts))} "
+                 f"(at most {MAX_AST_FILES}, least recently used removed)")
     jobs = pending(d)
     lines.append(f"background jobs pending: {len(jobs)}" + (f" (pids {', '.join(str(p) for p, _ in jobs)})"
                                                             if jobs else ""))
@@ -186,6 +191,13 @@ def clear(everything: bool) -> tuple[int, list[str]]:
     other: list[str] = []
     leftovers = [p for pat in (".tmp_*", ".deferred_*", ".observed_*", ".prestart_*") for p in d.glob(pat)]
     leftovers += [p for p in (d / PYCACHE).glob("*.tmp.*")] + [p for p in (d / PYCACHE).glob(".probe_*")]
+    from lafuse.lang.parser import ast_files
+
+    asts = ast_files(d)
+    for p in asts:
+        p.unlink(missing_ok=True)
+    if asts:
+        other.append(f"{len(asts)} parsed scripts")
     if everything:
         from lafuse.cost.profile import profile_path
 

@@ -52,12 +52,23 @@ def _version() -> str:
         return "lafuse (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata costs ~40 ms of every start)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _ArgParser(prog="lafuse", description="Compile and run DML programs.",
                    epilog="exit codes: 0 success, 1 an error in the script, its input files or the "
                           "command line (the message names the place), 2 an internal error of lafuse "
                           "(please report it), 130 interrupted")
-    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_ArgParser)
     for name in ("run", "explain"):
         r = sub.add_parser(name, help="run a DML script" if name == "run" else "print a plan without running")
@@ -243,7 +254,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     sources[path] = text
     prestart = ns.cmd == "run" and cfg.codegen and cfg.codegen_backend == "numba" and cfg.numba_prestart
     if prestart:
-        from lafuse.fusion import prestart as numba_start
+        from lafuse.feedback import prestart as numba_start
 
         if numba_start.wanted(text, cfg.fusion):
             numba_start.start()
@@ -293,8 +304,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
 
 def _record_kernels_used(text: str, policy: str) -> None:
     """Remember whether this run used kernels, so the next run of the script starts Numba at launch
-    (fusion.prestart); wait for a background start still running (never exit mid-import)."""
-    from lafuse.fusion import prestart
+    (feedback.prestart); wait for a background start still running (never exit mid-import)."""
+    from lafuse.feedback import prestart
 
     codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
     try:
@@ -321,10 +332,9 @@ def tune_malloc() -> bool:
     if os.environ.get("LAFUSE_MALLOC_TUNE", "1") == "0" or not sys.platform.startswith("linux"):
         return False
     import ctypes
-    import ctypes.util
 
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    try:  # the process's own symbols (Python links the C library): find_library would run ldconfig
+        libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
@@ -335,11 +345,12 @@ def tune_malloc() -> bool:
 
 
 def _save_observed(cfg: Any) -> None:
-    """Record how often each fusion candidate's block ran (fusion.observed), for later runs."""
-    fusion = sys.modules.get("lafuse.fusion")
-    if cfg.codegen and cfg.fusion_observed and fusion is not None:
+    """Record how often each fusion candidate's block ran (feedback.observed), for later runs."""
+    if cfg.codegen and cfg.fusion_observed and "lafuse.fusion" in sys.modules:  # (else nothing was weighed)
+        from lafuse.feedback import observed
+
         try:
-            fusion.observed.save()
+            observed.save()
         except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
             print(f"lafuse: warning: observed block executions not saved: {e}", file=sys.stderr)
 

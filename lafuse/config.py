@@ -36,9 +36,9 @@ class Config:
     # this machine's rates; env LAFUSE_AUTO_CALIBRATE=0 turns it off
     auto_calibrate: bool = field(default_factory=lambda: os.environ.get("LAFUSE_AUTO_CALIBRATE", "1") != "0")
     # begin importing Numba on a background thread at launch when the script's last run used kernels
-    # (fusion.prestart); env LAFUSE_NUMBA_PRESTART=0 turns it off
+    # (feedback.prestart); env LAFUSE_NUMBA_PRESTART=0 turns it off
     numba_prestart: bool = field(default_factory=lambda: os.environ.get("LAFUSE_NUMBA_PRESTART", "1") != "0")
-    # weigh fusion candidates by the block executions earlier runs observed, and record them (fusion.observed)
+    # weigh fusion candidates by the block executions earlier runs observed, and record them (feedback.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
     # the one switch of every background job `lafuse run` may leave after it exits (deferred kernel
     # compiles, automatic calibration; codegen.deferred): `--no-background` or env LAFUSE_BACKGROUND=0

@@ -111,7 +111,7 @@ class Stats:
                    f"disk cache hits {c.get('disk_hits', 0)} ({c.get('compile_time_warm', 0.0):.3f} sec.), "
                    f"memory cache hits {c.get('mem_hits', 0)}; importing Numba {c.get('import_time', 0.0):.3f} sec."
                    + (" (begun at launch in the background: the script's last run used kernels)"
-                      if getattr(sys.modules.get("lafuse.fusion.prestart"), "started", lambda: False)() else ""))
+                      if getattr(sys.modules.get("lafuse.feedback.prestart"), "started", lambda: False)() else ""))
         per = sorted(c.get("per_kernel", {}).items(), key=lambda kv: -(kv[1]["cold"] + kv[1]["warm"]))
         for key, t in per[:MAX_KERNEL_LINES]:
             out.append(f"  kernel {key[:16]}: cold compile {t['cold']:.3f} sec., disk-cache load {t['warm']:.3f} sec.")

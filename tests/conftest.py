@@ -10,7 +10,7 @@ os.environ.setdefault("LAFUSE_VALIDATE", "1")
 # no background compiles from the CLI runs of the test suite (tests/fusion/test_deferred.py turns
 # them on where it tests them)
 os.environ.setdefault("LAFUSE_CODEGEN_DEFER", "0")
-# nor feedback from earlier runs' block executions (fusion.observed; tests/fusion/test_deferred.py)
+# nor feedback from earlier runs' block executions (feedback.observed; tests/fusion/test_deferred.py)
 os.environ.setdefault("LAFUSE_FUSION_OBSERVED", "0")
 # nor a background calibration after runs that decided on the default profile (test_deferred.py tests it)
 os.environ.setdefault("LAFUSE_AUTO_CALIBRATE", "0")

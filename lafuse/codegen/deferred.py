@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from lafuse import cachedir, cachefiles
-from lafuse.fusion.observed import write_json
+from lafuse.feedback.observed import write_json
 
 NICE = 10  # the background compile yields the CPU to foreground work
 STALE_AFTER = cachefiles.STALE_AFTER  # s, a pending compile older than this is taken for dead

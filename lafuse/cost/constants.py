@@ -64,6 +64,10 @@ FUSED_CSR_SEEK_TIME = 3.5e-9
 NUMBA_START_WARM = 0.25
 NUMBA_START_COLD = 1.6
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
+# the compiler skips the fusion optimizer (and its ~70 ms import) for a block run once whose every
+# intermediate, written and read at first-touch speed, costs this many times less than one kernel load:
+# no fused operator could pay there (compiler.fusion_cannot_pay); the factor covers slower machines
+FUSION_SKIP_MARGIN = 4.0  # ratio
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
 
 # ---- operation weights, in simple-element-wise-op units per cell

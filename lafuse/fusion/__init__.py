@@ -16,8 +16,8 @@ from typing import Any
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.profile import HardwareProfile
+from lafuse.feedback import observed
 from lafuse.fusion import cplan as C
-from lafuse.fusion import observed
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, SelectStats
@@ -38,8 +38,8 @@ class FusionStats:
     memo_pruned: int = 0
     unfused_by_compile_cost: int = 0
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
-    observed: int = 0  # decisions weighed by the executions an earlier run observed (fusion.observed)
-    start_shared: int = 0  # of those, Numba's start shared by the script's kernels (fusion.observed)
+    observed: int = 0  # decisions weighed by the executions an earlier run observed (feedback.observed)
+    start_shared: int = 0  # of those, Numba's start shared by the script's kernels (feedback.observed)
 
 
 # canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
@@ -163,7 +163,7 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
                          defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
     all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). The runs
-    of the block are the executions an earlier run observed (fusion.observed), else ``weight``; only
+    of the block are the executions an earlier run observed (feedback.observed), else ``weight``; only
     with ``keys`` (config ``fusion_observed``), which collects the keys of all operators considered.
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()

@@ -20,7 +20,7 @@ class Dag:
     as statements) in statement order, followed by the TWrites of the block's assigned variables."""
 
     roots: list[Hop] = field(default_factory=list)
-    # canonical hashes of the fusion candidates the optimizer weighed for it (fusion.observed)
+    # canonical hashes of the fusion candidates the optimizer weighed for it (feedback.observed)
     candidates: tuple[str, ...] = ()
 
     def hops(self) -> list[Hop]:

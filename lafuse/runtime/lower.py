@@ -45,7 +45,7 @@ class Instruction:
 
 
 # executions per fusion candidate (canonical plan hash) of the plans run in this process: the
-# profile feedback fusion.observed saves after a run
+# profile feedback feedback.observed saves after a run
 EXECUTED: dict[str, int] = {}
 
 

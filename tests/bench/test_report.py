@@ -69,7 +69,9 @@ def synthetic() -> dict[str, Any]:
                         "platform": "Linux-test", "jax": "0.10.2", "numexpr": None, "systemds": "3.4.0"},
             "measured_read_bw": 1.2e10, "profile": [9.5e9, "calibrated 2026-11-24"],
             "systems": SYSTEMS, "system_labels": LABELS,
-            "benchmarks": micro + algos, "compile": compile_rows}
+            "benchmarks": micro + algos, "compile": compile_rows,
+            "startup": [{"script": "print(1)", "runs": 20, "lafuse_median": 0.2614, "numpy_import_median": 0.1583,
+                         "ratio_median": 1.651}]}
 
 
 def run(tmp: Path, data: dict[str, Any]) -> tuple[str, Path, Path]:
@@ -96,7 +98,7 @@ def test_every_table_section_names_every_system(rendered: tuple[str, Path, Path]
     md = rendered[0]
     secs = sections(md)
     assert set(secs) == {"Micro-benchmarks", "Algorithms, small data", "Algorithms, large data",
-                         "Compile overhead"}
+                         "Compile overhead", "Start-up"}
     names = [LABELS.get(k, k) for k in SYSTEMS]
     for title in ("Micro-benchmarks", "Algorithms, small data", "Algorithms, large data"):
         header_lines = [ln for ln in secs[title].splitlines() if ln.startswith("| benchmark") or
@@ -177,3 +179,8 @@ def test_a_mostly_failed_run_still_renders(tmp_path: Path) -> None:
     assert not (plots / "micro.png").exists()  # nothing to plot, nothing linked
     assert "micro.png" not in md
     assert "| x | - | cold ⚠¹ |" in md and "¹ lafuse exited 1" in md
+
+
+def test_startup_section_has_the_recorded_medians(rendered: tuple[str, Path, Path]) -> None:
+    sec = sections(rendered[0])["Start-up"]
+    assert "| print(1) | 261 | 158 | 1.65 | 20 |" in sec and "benchmarks/startup.py" in sec

@@ -28,7 +28,7 @@ from lafuse import cachedir, cachefiles, cli, codegen, fusion
 from lafuse import config as cfgmod
 from lafuse.codegen import deferred
 from lafuse.cost import profile
-from lafuse.fusion import observed, prestart
+from lafuse.feedback import observed, prestart
 
 from .conftest import PROFILE
 
@@ -341,9 +341,11 @@ def test_cache_info_and_clear(shared, tmp_path, monkeypatch):
     assert f"plan cache: {d}\n" in out and "safety check: passed" in out and f"key file: {shared.key}" in out
     assert f"kernels: 1, {cachefiles._human(size)} (size bound 256.0 MB" in out
     assert "last used: oldest " in out and f"background jobs pending: 1 (pids {os.getpid()})" in out
+    asts = len(list(d.glob("ast_*.pickle")))  # the parsed scripts of the runs that filled the cache
+    assert asts >= 1 and f"parsed scripts: {asts}, " in out
     rc, out, _ = cache("clear")
-    assert rc == 0 and out == f"removed 1 kernels from {d}\n"
-    assert not list(d.glob("k_*")) and not list((d / "__pycache__").glob("k_*"))
+    assert rc == 0 and out == f"removed 1 kernels from {d} and {asts} parsed scripts\n"
+    assert not list(d.glob("k_*")) and not list((d / "__pycache__").glob("k_*")) and not list(d.glob("ast_*"))
     assert prof.exists() and (d / observed.FILE).exists()  # kept without --all
     assert (d / f".deferred_{os.getpid()}.json").exists()  # the running job's marker too
     assert "kernels: 0, 0 B" in cache("info")[1]
@@ -472,7 +474,7 @@ class _Plant:
 def test_the_parser_tables_are_cached_signed_in_the_cache_directory(tmp_path, monkeypatch):
     """lark's own cache is a pickle at a predictable name in /tmp; lafuse keeps the tables in the checked
     cache directory, signed, and rebuilds them when the file is not this user's."""
-    from lafuse.lang import parser
+    from lafuse.lang import grammar as parser
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(cache))
@@ -482,19 +484,60 @@ def test_the_parser_tables_are_cached_signed_in_the_cache_directory(tmp_path, mo
     cachedir.forget()
     parser._lark.cache_clear()
     try:
-        script = parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml")
+        script = parser.parse_text("x = 1 + 2 * 3\nprint(x)\n", "a.dml")
         files = list(cache.glob("grammar_*.lark"))
         assert len(files) == 1 and not list((tmp_path / "tmp").iterdir())  # nothing in the temp directory
         parser._lark.cache_clear()
-        assert str(parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
+        assert str(parser.parse_text("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
         marker = tmp_path / "marker"
         payload = pickle.dumps(_Plant(marker))
         for planted in (b"\0" * 32 + payload, payload, b""):  # a wrong tag, no tag, empty
             files[0].write_bytes(planted)
             parser._lark.cache_clear()
-            assert str(parser.parse("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
+            assert str(parser.parse_text("x = 1 + 2 * 3\nprint(x)\n", "a.dml").statements) == str(script.statements)
             assert not marker.exists()
             assert files[0].read_bytes() != planted  # rebuilt and signed again
     finally:
         parser._lark.cache_clear()
+        cachedir.forget()
+
+
+def test_parsed_scripts_are_cached_signed_and_a_cached_run_skips_lark(tmp_path, monkeypatch):
+    """The AST cache (lafuse.lang.parser): a second run of a script loads its signed AST and never
+    imports lark; a planted or re-tagged pickle is not loaded (its payload never runs) and the script
+    is parsed again with the same result; another text or path is another entry."""
+    import subprocess
+    import sys
+
+    from lafuse.lang import parser
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(cache), "LAFUSE_CACHE_KEY": str(tmp_path / "k" / "cache.key"),
+           "LAFUSE_BACKGROUND": "0"}
+    script = tmp_path / "s.dml"
+    script.write_text("x = 1 + 2 * 3\nprint(x)\n")
+    probe = ("import sys, runpy; sys.argv = ['lafuse', 'run', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('lafuse', run_name='__main__')\n"
+             "except SystemExit:\n    pass\nprint('lark' in sys.modules)\n")
+    outs = [subprocess.run([sys.executable, "-c", probe, str(script)], env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    assert [o.stdout for o in outs] == ["7\nTrue\n", "7\nFalse\n"], [o.stderr for o in outs]
+    files = list(cache.glob("ast_*.pickle"))
+    assert len(files) == 1
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(cache))
+    monkeypatch.setenv("LAFUSE_CACHE_KEY", str(tmp_path / "k" / "cache.key"))
+    cachedir.forget()
+    try:
+        want = str(parser.parse(script.read_text(), str(script)).statements)
+        marker = tmp_path / "marker"
+        payload = pickle.dumps(_Plant(marker))
+        for planted in (b"\0" * 32 + payload, payload, b"", cachedir.tag("other", payload) + payload):
+            files[0].write_bytes(planted)
+            assert str(parser.parse(script.read_text(), str(script)).statements) == want
+            assert not marker.exists()
+            assert files[0].read_bytes() != planted  # parsed and stored again, signed
+        assert str(parser.parse("x = 2\nprint(x)\n", str(script)).statements) != want
+        assert str(parser.parse(script.read_text(), "other.dml").statements) == want.replace(str(script), "other.dml")
+        assert len(list(cache.glob("ast_*.pickle"))) == 3
+    finally:
         cachedir.forget()

@@ -144,11 +144,11 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
 
 
 def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch):
-    """fusion.observed: a run records how often each candidate's block ran; a later run weighs the
+    """feedback.observed: a run records how often each candidate's block ran; a later run weighs the
     candidate by that count instead of the compiler's guess (here the for loop's 20 runs, which pay
     for a load from the disk cache; observed once, they do not; observed 10000 times, they pay
     even a cold compile)."""
-    from lafuse.fusion import observed
+    from lafuse.feedback import observed
     from lafuse.runtime.lower import EXECUTED
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
@@ -199,7 +199,7 @@ def test_cli_records_observed_block_executions(tmp_path):
 def test_kernels_of_one_run_share_numba_start(monkeypatch):
     """Numba's start is paid once per process: when the candidates a run executed save more
     together (each net of its load) than the start, none of them has to pay it alone."""
-    from lafuse.fusion import observed
+    from lafuse.feedback import observed
 
     obs = {"a": observed.Observation(33, 0.0135, "r1"), "b": observed.Observation(8, 0.012, "r1"),
            "c": observed.Observation(33, 0.0135, "r2"), "d": observed.Observation(5, 1.0)}
@@ -239,9 +239,9 @@ def test_a_run_on_the_default_profile_calibrates_in_the_background(tmp_path):
 
 
 def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path):
-    # fusion.prestart: the second run of a script whose first run used a kernel imports Numba on a
+    # feedback.prestart: the second run of a script whose first run used a kernel imports Numba on a
     # background thread from launch on; a run that used none does not
-    from lafuse.fusion import prestart
+    from lafuse.feedback import prestart
 
     script = tmp_path / "p.dml"
     script.write_text("X = rand(rows=200, cols=30, seed=4)\nY = rand(rows=200, cols=30, seed=5)\n"

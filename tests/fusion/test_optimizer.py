@@ -290,3 +290,58 @@ def test_a_long_cellwise_chain_is_cut_into_fused_operators_of_bounded_length(str
     assert len(spoofs) >= -(-2 * n // MAX_FUSED_OPS)
     assert max(sizes) <= MAX_FUSED_OPS and sum(sizes) >= 2 * n
     assert not basic_ops(labels, "*", "+", "sum")
+
+
+SMALL_ONCE = [
+    "X = rand(rows=10, cols=10, seed=1)\nprint(sum(X %*% t(X)))",
+    "X = rand(rows=50, cols=40, seed=1)\nY = rand(rows=50, cols=40, seed=2)\n"
+    "print(sum(exp(X * Y + 1) / (1 + X)) + sum(rowSums(X * Y)))",
+    "X = rand(rows=300, cols=50, seed=1)\nv = rand(rows=50, cols=1, seed=2)\nprint(sum(t(X) %*% (X %*% v)))",
+    "X = rand(rows=2000, cols=2, seed=1)\nprint(sum((X - 1) ^ 2) + max(abs(X)))",
+]
+
+
+@pytest.mark.parametrize("text", SMALL_ONCE)
+def test_small_blocks_run_once_skip_the_optimizer_only_where_it_would_not_fuse(text):
+    """compiler.fusion_cannot_pay skips the cost-based optimizer for small blocks run once; on each such
+    block the optimizer itself, asked anyway, fuses nothing (the skip changes no decision)."""
+    from lafuse.compiler import fusion_cannot_pay
+
+    cfg = cfgmod.Config(codegen=True, fusion="cost")
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(text, "<test>")
+        blocks = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)]
+        skipped = [b for b in blocks if fusion_cannot_pay(b.dag, b.weight, cfg)]
+        assert skipped
+        for b in skipped:
+            dag, _ = fusion.optimize(b.dag, cfg, weight=b.weight)
+            assert not [h for h in dag.hops() if h.kind == "spoof"]
+        # not skipped: a loop body, the same block under a heuristic policy, unknown sizes, large data
+        loop = comp.compile_text("X = rand(rows=10, cols=10, seed=1)\nfor (i in 1:3) {\n  X = X * 2 + 1\n}\n"
+                                 "print(sum(X))", "<test>")
+        body = [b for b in iter_blocks(loop.blocks) if isinstance(b, GenericBlock) and b.weight > 1]
+        assert body and not any(fusion_cannot_pay(b.dag, b.weight, cfg) for b in body)
+    for b in skipped:
+        assert not fusion_cannot_pay(b.dag, b.weight, cfgmod.Config(codegen=True, fusion="fuse-all"))
+    big = Compiler(cfg).compile_text(BIG + "print(sum(X * Y * Z))", "<test>")
+    assert not any(fusion_cannot_pay(b.dag, b.weight, cfg) for b in iter_blocks(big.blocks)
+                   if isinstance(b, GenericBlock))
+
+
+def test_a_small_script_starts_without_the_optimizer(tmp_path):
+    """What the skip is for: a small script never imports lafuse.fusion (its result is unchanged)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "s.dml"
+    script.write_text(SMALL_ONCE[0] + "\n")
+    probe = ("import sys, runpy; sys.argv = ['lafuse', 'run', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('lafuse', run_name='__main__')\n"
+             "except SystemExit:\n    pass\nprint('lafuse.fusion' in sys.modules)\n")
+    env = {**os.environ, "LAFUSE_BACKGROUND": "0", "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", probe, str(script)], env=env, capture_output=True, text=True)
+    plain = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--no-codegen"], env=env,
+                           capture_output=True, text=True)
+    assert out.stdout.splitlines() == [plain.stdout.strip(), "False"], out.stderr

@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any
 
-from lafuse.fusion.observed import cache_path, read_feedback, write_json
+from lafuse.feedback.observed import cache_path, read_feedback, write_json
 
 FILE = "prestart.json"
 MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
