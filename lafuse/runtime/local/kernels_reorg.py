@@ -307,6 +307,11 @@ def k_rix(x: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None
         return x
     if type(x) is ndarray:
         h, w = r1 - r0 + 1, c1 - c0 + 1
+        if w == n and x.flags.c_contiguous and x.dtype == F64:
+            # whole rows of a row-major matrix: a view is row-major too, and no kernel writes into
+            # its inputs (in-place left indexing requires a target that owns its buffer and that no
+            # view references, interp._lix_inplace), so mini-batch slices cost no copy
+            return x[r0 - 1:r1]
         if 1 < w <= NARROW_COLS and h >= NARROW_MIN_ROWS and x.dtype == F64:
             # a few columns of a tall matrix, a column at a time (NumPy copies short rows: 1e6 x 2
             # of 1e6 x 3 takes 6.9 ms in one copy, 2.5 ms by columns)
