@@ -25,7 +25,7 @@ class Config:
     parfor_parallel: bool = True
     memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
     # later stages (kept here so they have one home)
-    codegen: bool = True  # operator fusion with generated kernels (issue #5)
+    codegen: bool = True  # operator fusion with generated kernels (paper 000)
     fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy
     codegen_backend: str = "numba"  # numba | reference (the pure-NumPy CPlan interpreter, for tests)
     # `lafuse run` compiles kernels that would pay off from the disk cache but not cold in a

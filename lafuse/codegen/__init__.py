@@ -1,4 +1,4 @@
-"""Code generation for fused operators (issue #5): CPlan -> Numba kernel.
+"""Code generation for fused operators (paper 000 §4): CPlan -> Numba kernel.
 
 ``reference.py`` is the pure-NumPy interpreter of CPlans, the living spec the generated kernels
 are differential-tested against; ``numba_gen.py`` generates kernel source per template,
