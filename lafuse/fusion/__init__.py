@@ -15,6 +15,7 @@ from typing import Any
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
+from lafuse.cost.operators import nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import observed
 from lafuse.fusion import cplan as C
@@ -84,7 +85,8 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     selector = SELECTORS.get(cfg.fusion)
     if selector is None:
         raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
-    cuts = selector().select(ctx)
+    with nnz_memo():  # (the copy stays unchanged until _rewrite below)
+        cuts = selector().select(ctx)
     heuristic = cfg.fusion != "cost"
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
     ops = combine_multi_aggregates(plan.fused)
