@@ -563,6 +563,7 @@ class Algorithm:
     n_out: int = 3
     sparse: bool = False
     data: str = ""  # algorithms with the same data name share their generated inputs (default: key)
+    known_wrong: tuple[tuple[str, str], ...] = ()  # (system, evidence): Workload.known_wrong
     cg: int = CG_STEPS  # the DML's 1:CG; the step function passes the same count to _cg
 
     def start(self, xp: Any, d: dict) -> Any:
@@ -632,7 +633,10 @@ ALGORITHMS = [
               init=ae_init, batches=ae_batches),
     Algorithm("mlp", "Mini-batch MLP", MLP_DML, ("X", "y", "W10", "W20"), _gen_mlp, mlp_step, mlp_finish, 2,
               {"quick": ((10000, 64), (50000, 64)), "full": ((50000, 64), (200000, 64))},
-              init=mlp_init, batches=mlp_batches),
+              init=mlp_init, batches=mlp_batches,
+              known_wrong=(("systemds-codegen-on", "SystemDS 3.4 with codegen computes other values (make bench at "
+                            "b2b8a1a: r1 0.780 vs 1.772 at the small size); with codegen off it agrees with NumPy, "
+                            "JAX and every lafuse policy"),)),
     Algorithm("pnmf", "PNMF", PNMF_DML, ("X", "W0", "H0"),
               lambda r, n, m: _gen_sparse_factors(r, n, m, 10, True), pnmf_step, pnmf_finish, 10,
               {"quick": ((2000, 2000), (5000, 5000)), "full": ((5000, 5000), (10000, 10000))}, sparse=True),
@@ -659,4 +663,5 @@ def workload(alg: Algorithm, size: str) -> Workload:
         numpy=functools.partial(run_numpy, alg), numba=None, numba_note=NUMBA_NOTE, numexpr_note=NUMEXPR_NOTE,
         jax=build_jax(alg), jax_note="jit of one iteration" + (", gather over nnz(X)" if alg.sparse else ""),
         numpy_note="SciPy CSR, products sampled at nnz(X)" if alg.sparse else "", n_out=alg.n_out,
-        group="algorithm", size=size, algorithm=alg.title, passes=alg.iters, single=True, rel_tol=ALG_REL_TOL)
+        group="algorithm", size=size, algorithm=alg.title, passes=alg.iters, single=True, rel_tol=ALG_REL_TOL,
+        known_wrong=dict(alg.known_wrong))
