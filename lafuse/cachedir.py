@@ -240,3 +240,28 @@ def verified(name: str, raw: bytes, with_key: bytes | None = None) -> bytes | No
     if len(raw) >= TAG_BYTES and hmac.compare_digest(head, tag(name, payload, with_key)):
         return payload
     return None
+
+
+def read_signed(name: str) -> bytes | None:
+    """The payload of the signed file ``name`` in this process's plan cache; None when it is missing,
+    unreadable or its tag is not this user's (the caller then builds it again)."""
+    try:
+        raw = (usable() / name).read_bytes()
+    except OSError:
+        return None
+    return verified(name, raw)
+
+
+def write_signed(name: str, payload: bytes) -> Path:
+    """Sign ``payload`` and put it in this process's plan cache as ``name``, atomically: a reader finds
+    the old file or the new one, and a failure (OSError) leaves no temporary file behind."""
+    d = usable()
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(tag(name, payload) + payload)
+        os.replace(tmp, d / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return d / name

@@ -9,7 +9,6 @@ import functools
 import hashlib
 import io
 import os
-import tempfile
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, v_args
 from lark.tree import Meta
@@ -102,21 +101,17 @@ def _lark() -> Lark:
         grammar = f.read()
     stamp = repr((grammar, lark.__version__, sorted(_LARK_OPTIONS.items()))).encode()
     name = f"grammar_{hashlib.sha256(stamp).hexdigest()[:16]}.lark"
-    d = cachedir.usable()
-    try:
-        payload = cachedir.verified(name, (d / name).read_bytes())
-        if payload is not None:
+    payload = cachedir.read_signed(name)
+    if payload is not None:
+        try:
             return Lark.load(io.BytesIO(payload))
-    except Exception:  # noqa: BLE001 - missing, unreadable or not loadable: built again below
-        pass
+        except Exception:  # noqa: BLE001 - signed by us yet not loadable (another lark): built again below
+            pass
     parser = Lark(grammar.decode("utf-8"), **_LARK_OPTIONS)  # type: ignore[arg-type]
     buf = io.BytesIO()
     parser.save(buf)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=d)
-        with os.fdopen(fd, "wb") as f:
-            f.write(cachedir.tag(name, buf.getvalue()) + buf.getvalue())
-        os.replace(tmp, d / name)
+        cachedir.write_signed(name, buf.getvalue())
     except OSError:  # a full disk or a vanished directory: the next run builds the tables again
         pass
     return parser

@@ -16,7 +16,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 from lafuse.errors import DMLSyntaxError
@@ -59,14 +58,13 @@ def _cache_name(text: str, path: str) -> str:
 def _cached(name: str) -> A.Script | None:
     from lafuse import cachedir
 
+    payload = cachedir.read_signed(name)
+    if payload is None:
+        return None
     try:
-        p = cachedir.usable() / name
-        payload = cachedir.verified(name, p.read_bytes())
-        if payload is None:
-            return None
-        script = pickle.loads(payload)  # noqa: S301 - our own file, its HMAC tag verified above
-        os.utime(p)  # last use, for the bound on the number of files
-    except Exception:  # noqa: BLE001 - missing, unreadable, not loadable: parsed (and stored) again
+        script = pickle.loads(payload)  # noqa: S301 - our own file, its HMAC tag verified
+        os.utime(cachedir.usable() / name)  # last use, for the bound on the number of files
+    except Exception:  # noqa: BLE001 - not loadable, or removed meanwhile: parsed (and stored) again
         return None
     return script if isinstance(script, A.Script) else None
 
@@ -75,17 +73,7 @@ def _store(name: str, script: A.Script) -> None:
     from lafuse import cachedir
 
     try:
-        payload = pickle.dumps(script, protocol=pickle.HIGHEST_PROTOCOL)
-        d = cachedir.usable()
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=d)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(cachedir.tag(name, payload) + payload)
-            os.replace(tmp, d / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _bound(d)
+        _bound(cachedir.write_signed(name, pickle.dumps(script, protocol=pickle.HIGHEST_PROTOCOL)).parent)
     except Exception:  # noqa: BLE001 - a full disk, a read-only directory, an AST too deep to pickle:
         return  # the next run parses again
 
