@@ -151,15 +151,8 @@ def _main(argv: list[str] | None = None) -> int:
         return _calibrate(ns)
     if ns.cmd == "cache":
         return _cache(ns)
-    cfg = cfgmod.Config()
-    try:
-        if ns.config:
-            cfg = cfgmod.Config.from_file(ns.config, cfg)
-    except OSError as e:
-        print(f"lafuse: cannot read config file '{ns.config}': {e.strerror or e}", file=sys.stderr)
-        return 1
-    except ValueError as e:
-        print(f"lafuse: bad config: {e}", file=sys.stderr)
+    cfg = _load_config(ns.config)
+    if cfg is None:
         return 1
     missing = [d for d in (*cfg.builtin_dirs, *ns.builtins) if not os.path.isdir(d)]
     if missing:
@@ -372,10 +365,9 @@ def _spawn_deferred(cfg: Any) -> None:
     calibration if the run had none (codegen.deferred)."""
     fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized, nothing deferred
     plans = dict(fusion.DEFERRED) if cfg.codegen and cfg.codegen_defer and fusion is not None else {}
-    calibrate = _calibrate_later(cfg)
-    if not cfg.background:  # --no-background, LAFUSE_BACKGROUND=0: no job of any kind
-        plans, calibrate = {}, None
-    if plans or calibrate is not None:
+    # (--no-background, LAFUSE_BACKGROUND=0: no job of any kind, and no look at the profile for one)
+    calibrate = _calibrate_later(cfg) if cfg.background else None
+    if cfg.background and (plans or calibrate is not None):
         from lafuse.codegen import deferred
 
         try:
@@ -469,14 +461,24 @@ def _calibrate(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _load_config(path: str | None) -> cfgmod.Config | None:
+    """The configuration of ``--config PATH`` (the defaults without one), or None after saying on
+    stderr why the file cannot be used."""
+    try:
+        return cfgmod.Config.from_file(path) if path else cfgmod.Config()
+    except OSError as e:
+        print(f"lafuse: cannot read config file '{path}': {e.strerror or e}", file=sys.stderr)
+    except ValueError as e:
+        print(f"lafuse: bad config: {e}", file=sys.stderr)
+    return None
+
+
 def _cache(ns: argparse.Namespace) -> int:
     """``lafuse cache info|clear`` (lafuse.cachefiles)."""
     from lafuse import cachefiles
 
-    try:
-        cfg = cfgmod.Config.from_file(ns.config) if ns.config else cfgmod.Config()
-    except (OSError, ValueError) as e:
-        print(f"lafuse: bad config: {e}", file=sys.stderr)
+    cfg = _load_config(ns.config)
+    if cfg is None:
         return 1
     if ns.action == "info":
         print("\n".join(cachefiles.info(cfg.cache_max_bytes)))

@@ -106,9 +106,7 @@ class Compiler:
         """Fusion (when codegen is on) rewrites a copy of the DAG right before lowering, so it sees
         the sizes of the static compile or of the current dynamic recompilation; ``st`` (the symbol
         table when the runtime lowers a block) gives it the non-zeros of the variables read."""
-        # a DAG without matrices has nothing to fuse (and a script without any then never imports the
-        # optimizer: ~70 ms of its start)
-        if self.cfg.codegen and any(h.dt == MATRIX for h in dag.hops()) and not fusion_cannot_pay(dag, weight, self.cfg):
+        if self.cfg.codegen and not fusion_cannot_pay(dag, weight, self.cfg):
             from lafuse import fusion
             from lafuse.runtime.values import is_matrix, nnz
 
@@ -216,22 +214,24 @@ class Compiler:
 
 
 def fusion_cannot_pay(dag: Dag, weight: float, cfg: cfgmod.Config) -> bool:
-    """Where the cost policy can only decide against fusing, skip asking it: a block run once whose
-    matrices are all small. A fused operator saves at most the writes and reads of the intermediates
-    it removes and their instructions' dispatch; when that bound, at first-touch speed, is below the
-    least a kernel costs (a load from the disk cache, cost.fused.compile_penalty) by a margin, no plan
-    with a fused operator is cheaper. Small scripts then start without importing the optimizer."""
-    if cfg.fusion != "cost" or cfg.codegen_backend != "numba" or weight > 1.0:
-        return False
-    from lafuse.cost import constants as K
-
+    """Where no fused operator can come out of the optimizer, skip asking it (and a script without
+    such DAGs never imports it: ~70 ms of its start). A DAG without matrices has nothing to fuse.
+    Under the cost policy, neither has a block run once whose matrices are all small: a fused operator
+    saves at most the writes and reads of the intermediates it removes and their instructions'
+    dispatch; when that bound, at first-touch speed, is below the least a kernel costs (a load from
+    the disk cache, cost.fused.compile_penalty) by a margin, no plan with a fused operator is cheaper."""
+    costed = cfg.fusion == "cost" and cfg.codegen_backend == "numba" and weight <= 1.0
     cells = n = 0
     for h in dag.hops():
         if h.dt == MATRIX:
-            if h.rows < 0 or h.cols < 0:
+            if not costed or h.rows < 0 or h.cols < 0:
                 return False
             cells += h.rows * h.cols
             n += 1
+    if n == 0:
+        return True
+    from lafuse.cost import constants as K
+
     bound = 3 * 8 * cells / K.DEFAULT_FIRST_TOUCH_BW + n * K.DEFAULT_MATRIX_OP_OVERHEAD
     return bound * K.FUSION_SKIP_MARGIN < K.CODEGEN_WARM_LOAD_TIME
 

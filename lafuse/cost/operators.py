@@ -116,19 +116,21 @@ def meta(h: Hop, hints: dict[str, float] | None = None) -> Meta:
     exact = r >= 0 and c >= 0
     r = r if r >= 0 else K.DEFAULT_UNKNOWN_DIM
     c = c if c >= 0 else K.DEFAULT_UNKNOWN_DIM
-    if h.nnz >= 0:
-        nnz = float(h.nnz)
-    else:
-        memo = getattr(_memo, "d", None)
-        if memo is None:
-            nnz = estimate_nnz(h, float(r) * float(c), hints)
-        else:
-            key = (id(h), r, c, id(hints))
-            got = memo.get(key)
-            if got is None:
-                got = memo[key] = (estimate_nnz(h, float(r) * float(c), hints), h, hints)  # (refs keep ids)
-            nnz = got[0]
+    nnz = float(h.nnz) if h.nnz >= 0 else _estimate(h, float(r) * float(c), hints, 0, (id(h), r, c))
     return Meta(r, c, int(nnz) if nnz >= 0 else -1, True, exact)
+
+
+def _estimate(h: Hop, cells: float, hints: dict[str, float] | None, depth: int, key: tuple) -> float:
+    """estimate_nnz, once per ``key`` inside nnz_memo() (the entry holds ``h`` and ``hints``, so their
+    ids, part of the key, are not reused while it lives)."""
+    memo = getattr(_memo, "d", None)
+    if memo is None:
+        return estimate_nnz(h, cells, hints, depth)
+    key = (*key, id(hints))
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = (estimate_nnz(h, cells, hints, depth), h, hints)
+    return got[0]
 
 
 SPARSE_SAFE_UNARY = {"abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh",
@@ -145,20 +147,12 @@ def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, de
     ins = h.inputs
     mats = [i for i in ins if i.dt == MATRIX]
 
-    memo = getattr(_memo, "d", None)
-
     def nz(x: Hop) -> float:
         if x.nnz >= 0:
             return float(x.nnz)
         xc = float(max(x.rows, 0)) * float(max(x.cols, 0))
-        if memo is None:
-            e = estimate_nnz(x, xc, hints, depth + 1)
-        else:  # (an input's estimate at its first depth: they differ only beyond the depth bound)
-            key = ("nz", id(x), id(hints))
-            got = memo.get(key)
-            if got is None:
-                got = memo[key] = (estimate_nnz(x, xc, hints, depth + 1), x, hints)
-            e = got[0]
+        # (memoized: an input's estimate at its first depth; they differ only beyond the depth bound)
+        e = _estimate(x, xc, hints, depth + 1, ("nz", id(x)))
         return e if e >= 0 else xc
 
     if h.op == "tread":

@@ -277,8 +277,8 @@ class Builder:
         base, value = h.inputs[0], h.inputs[1]
         if value.dt != MATRIX or not value.dims_known:
             return
-        r = sizes._range_len(h.inputs[2], h.inputs[3], h.params.get("row_single"), None)
-        c = sizes._range_len(h.inputs[4], h.inputs[5], h.params.get("col_single"), None)
+        r = sizes.range_len(h.inputs[2], h.inputs[3], h.params.get("row_single"), None)
+        c = sizes.range_len(h.inputs[4], h.inputs[5], h.params.get("col_single"), None)
         if h.params.get("row_all"):
             r = base.rows
         if h.params.get("col_all"):

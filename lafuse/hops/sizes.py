@@ -238,8 +238,8 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             z = a.nnz
     elif kind == "rix":
         x, rl, ru, cl, cu = ins
-        r = _range_len(rl, ru, h.params.get("row_single"), known)
-        c = _range_len(cl, cu, h.params.get("col_single"), known)
+        r = range_len(rl, ru, h.params.get("row_single"), known)
+        c = range_len(cl, cu, h.params.get("col_single"), known)
         # extents learned at recompile time from the bounds' values (recompile.range_spans)
         r = h.params.get("row_extent", -1) if r < 0 else r
         c = h.params.get("col_extent", -1) if c < 0 else c
@@ -299,7 +299,8 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
     _memory(h)
 
 
-def _range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | None) -> int:
+def range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | None) -> int:
+    """Length of the index range ``lo:hi`` as indexing computes it (bounds truncated; 0 when empty), -1 unknown."""
     if single:
         return 1
     a, b = scalar_value(lo, known), scalar_value(hi, known)

@@ -9,7 +9,6 @@ are cached per input signature (shapes, and the scalars that determine output si
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -47,7 +46,7 @@ def size_scalars(dag: Dag) -> set[str]:
             if h.op == "rix" and len(ins) == 5:
                 # X[i, ] has one row whatever i is, and X[lo:hi, ] has hi - lo + 1 rows whatever lo is:
                 # index bounds do not enter the plan-cache key by value (else a loop over rows or
-                # mini-batches recompiles on every iteration); range_extents keys the extent instead
+                # mini-batches recompiles on every iteration); range_spans keys the extent instead
                 ins = [ins[0]]
             stack = [i for i in ins if i.dt == SCALAR]
             while stack:
@@ -76,13 +75,10 @@ def range_spans(dag: Dag) -> list[tuple[Hop, Hop]]:
 
 
 def _extent(st: dict[str, Any], sp: tuple[Hop, Hop]) -> int | None:
-    """The range's length as indexing will compute it (bounds truncated like trunc_index), or None
-    when a bound is not a simple expression of known scalars."""
-    lo, hi = sizes.scalar_value(sp[0], st), sizes.scalar_value(sp[1], st)
-    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool) \
-            and not isinstance(hi, bool) and math.isfinite(lo) and math.isfinite(hi):
-        return int(hi) - int(lo) + 1
-    return None
+    """The range's length as indexing will compute it, or None when a bound is not a simple expression
+    of known scalars (or the range is empty: an error when it runs)."""
+    n = sizes.range_len(sp[0], sp[1], None, st)
+    return n if n > 0 else None
 
 
 def _same_scalar(a: Hop, b: Hop) -> bool:
@@ -115,7 +111,7 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
         if h.op == "rix" and len(h.inputs) == 5:
             for (lo, hi), key in (((h.inputs[1], h.inputs[2]), "row_extent"), ((h.inputs[3], h.inputs[4]), "col_extent")):
                 n = None if _same_scalar(lo, hi) else _extent(st, (lo, hi))
-                if n is not None and n > 0:
+                if n is not None:
                     h.params[key] = n
     names = scalars if scalars is not None else set(st)
     known = {k: v for k, v in st.items() if k in names and isinstance(v, (int, float, bool, str))}

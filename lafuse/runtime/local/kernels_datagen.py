@@ -27,6 +27,7 @@ import numpy as np
 
 from lafuse import memory
 from lafuse.errors import DMLRuntimeError
+from lafuse.hops.sizes import output_bytes
 from lafuse.runtime.local import sdsrand
 from lafuse.runtime.local.kernels_common import (
     F64,
@@ -57,9 +58,7 @@ def _dim(v: Any, what: str, fname: str) -> int:
 def _check_alloc(fname: str, rows: int, cols: int, nnz: int) -> None:
     """The memory guard at the allocation itself, for sizes only known when the kernel runs (the
     lowering guards sizes known at compile or recompile time)."""
-    dense = 8.0 * rows * cols
-    need = min(dense, 12.0 * nnz + 8.0 * (rows + 1)) if sparse_format(rows, cols, nnz) else dense
-    memory.check(need, f"'{fname}' with a {rows}x{cols} result")
+    memory.check(output_bytes(rows, cols, nnz), f"'{fname}' with a {rows}x{cols} result")
 
 
 def _fill(value: float, rows: int, cols: int) -> Any:

@@ -473,8 +473,9 @@ def make_binary(op: str) -> Callable[[Any, Any], Any]:
                         return f(a, float(b))
                 if tb is ndarray:
                     sa, sb = a.shape, b.shape
-                    if sa == sb or ((sb[0] == 1 and sb[1] == sa[1]) or (sb[1] == 1 and sb[0] == sa[0])) \
-                            and not (1 < sa[1] <= NARROW_COLS and sa[0] >= NARROW_MIN_ROWS):
+                    vector = (sb[0] == 1 and sb[1] == sa[1]) or (sb[1] == 1 and sb[0] == sa[0])
+                    narrow = 1 < sa[1] <= NARROW_COLS and sa[0] >= NARROW_MIN_ROWS
+                    if sa == sb or (vector and not narrow):
                         with errstate():
                             return f(a, b)
             elif tb is ndarray and (ta is float or ta is int):
