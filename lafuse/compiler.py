@@ -260,8 +260,8 @@ def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
 
 def _for_iterations(b: Any, default: int) -> int:
     """Iterations of a for loop with constant bounds (``for (i in 1:200)``), else ``default``."""
-    from lafuse.cost.program import loop_iterations
     from lafuse.hops import sizes
+    from lafuse.hops.program import loop_iterations
 
     def fold(d: Any) -> Any:
         return sizes.scalar_value(d.roots[0], {}) if d is not None and d.roots else None

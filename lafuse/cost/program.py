@@ -26,7 +26,17 @@ from lafuse.cost.operators import ZERO, Cost, instruction_cost, meta
 from lafuse.cost.profile import HardwareProfile, load
 from lafuse.hops import sizes
 from lafuse.hops.hop import SCALAR
-from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
+from lafuse.hops.program import (
+    Block,
+    Dag,
+    ForBlock,
+    GenericBlock,
+    IfBlock,
+    Program,
+    WhileBlock,
+    copy_dag,
+    loop_iterations,
+)
 
 
 def fmt_cost(c: Cost) -> str:
@@ -272,8 +282,6 @@ class ProgramCoster:
         return h.rows, h.cols
 
     def _resize(self, dag: Dag, known: dict[str, Any]) -> Dag:
-        from lafuse.runtime.recompile import copy_dag
-
         new = copy_dag(dag)
         for h in new.hops():
             if h.op == "tread" and h.dt == "matrix" and (h.rows < 0 or h.cols < 0):
@@ -337,17 +345,6 @@ def _reusable_bytes() -> float:
 
 def _makes_sparse(h: Any) -> bool:
     return meta(h).sparse  # a CSR value (meta: matrices of at least MIN_SPARSE_CELLS only)
-
-
-def loop_iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
-    nums = (start, stop) if default_incr else (start, stop, incr)
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
-        return None  # (NaN / Inf bounds: the run reports them, the estimate does not know)
-    a, b = int(start), int(stop)
-    step = (1 if b >= a else -1) if default_incr else int(incr)
-    if step == 0 or (b - a) * step < 0:
-        return 0
-    return (b - a) // step + 1
 
 
 def estimate_program(prog: Program, compiler: Any, prof: HardwareProfile | None = None,

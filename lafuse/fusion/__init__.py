@@ -23,7 +23,7 @@ from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, SelectStats
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
-from lafuse.hops.program import Dag
+from lafuse.hops.program import Dag, copy_dag
 
 MAX_UNFUSE_ROUNDS = 4
 
@@ -66,7 +66,6 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     if not _has_candidates(dag):
         return dag, None
     from lafuse.cost.profile import load
-    from lafuse.runtime.recompile import copy_dag
 
     t0 = time.perf_counter()
     prof = prof or load()

@@ -7,6 +7,7 @@ at a time when sizes become known, and liveness (dead code) is computed over blo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,3 +127,29 @@ def block_dags(b: Block) -> list[Dag]:
     if isinstance(b, ForBlock):
         return [d for d in (b.start, b.stop, b.incr) if d is not None]
     return []
+
+
+def copy_dag(dag: Dag) -> Dag:
+    """Deep copy with the same HOP ids (EXPLAIN of a recompiled block names the original HOPs)."""
+    m: dict[int, Hop] = {}
+    for h in dag.hops():
+        c = Hop.__new__(Hop)
+        for s in Hop.__slots__:
+            setattr(c, s, getattr(h, s))
+        c.inputs = [m[i.id] for i in h.inputs]
+        c.params = dict(h.params)
+        m[h.id] = c
+    return Dag([m[r.id] for r in dag.roots])
+
+
+def loop_iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:
+    """Iterations of ``for (i in start:stop)`` (``by incr`` unless ``default_incr``) with these bound
+    values; None when a bound is not a finite number."""
+    nums = (start, stop) if default_incr else (start, stop, incr)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
+        return None  # (NaN / Inf bounds: the run reports them, the estimate does not know)
+    a, b = int(start), int(stop)
+    step = (1 if b >= a else -1) if default_incr else int(incr)
+    if step == 0 or (b - a) * step < 0:
+        return 0
+    return (b - a) // step + 1

@@ -15,26 +15,13 @@ from typing import Any
 from lafuse.errors import DMLRuntimeError
 from lafuse.hops import sizes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
-from lafuse.hops.program import Dag, GenericBlock
+from lafuse.hops.program import Dag, GenericBlock, copy_dag
 from lafuse.hops.validate import user_size_conflict
 from lafuse.runtime.values import is_matrix, nnz
 
 MAX_CACHED_PLANS = 8
 # ops whose scalar inputs determine output sizes
 _SIZE_OPS = {"matrix", "rand", "Rand", "seq", "rix", "table", "aggregate", "sample"}
-
-
-def copy_dag(dag: Dag) -> Dag:
-    """Deep copy with the same HOP ids (EXPLAIN of a recompiled block names the original HOPs)."""
-    m: dict[int, Hop] = {}
-    for h in dag.hops():
-        c = Hop.__new__(Hop)
-        for s in Hop.__slots__:
-            setattr(c, s, getattr(h, s))
-        c.inputs = [m[i.id] for i in h.inputs]
-        c.params = dict(h.params)
-        m[h.id] = c
-    return Dag([m[r.id] for r in dag.roots])
 
 
 def size_scalars(dag: Dag) -> set[str]:
