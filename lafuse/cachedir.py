@@ -253,15 +253,22 @@ def read_signed(name: str) -> bytes | None:
 
 
 def write_signed(name: str, payload: bytes) -> Path:
-    """Sign ``payload`` and put it in this process's plan cache as ``name``, atomically: a reader finds
-    the old file or the new one, and a failure (OSError) leaves no temporary file behind."""
-    d = usable()
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=d)
+    """Sign ``payload`` and put it in this process's plan cache as ``name`` (atomically, as
+    replace_atomically does)."""
+    path = usable() / name
+    replace_atomically(path, tag(name, payload) + payload)
+    return path
+
+
+def replace_atomically(path: Path, data: bytes, prefix: str = ".tmp_") -> None:
+    """Put ``data`` at ``path`` through a temporary file (``prefix``: how ``lafuse cache clear`` finds a
+    leftover one) in the same directory and ``os.replace``: a reader finds the old file or the new
+    one, concurrent writers leave the last one's, and a failure (OSError) leaves no temporary file."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(tag(name, payload) + payload)
-        os.replace(tmp, d / name)
+            f.write(data)
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return d / name

@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -97,11 +95,10 @@ def _parse(raw: Any) -> dict[str, Observation]:
 
 def write_json(path: Path, data: Any, sort_keys: bool = False) -> None:
     """Replace ``path`` atomically (concurrent runs: the last writer wins, no reader sees half a file)."""
+    from lafuse.cachedir import replace_atomically
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}_", suffix=".json", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, sort_keys=sort_keys)
-    os.replace(tmp, path)
+    replace_atomically(path, json.dumps(data, sort_keys=sort_keys).encode(), prefix=f".{path.stem}_")
 
 
 def _path() -> Path:
