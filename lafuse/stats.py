@@ -97,8 +97,9 @@ class Stats:
                + (f" ({f.deferred} kernels that would pay from the disk cache: compiled in the background "
                   f"after the run)" if f.deferred else "")
                + (f"; {f.observed} decisions weighed by the block executions an earlier run observed"
-                  + (f" ({f.start_shared} with Numba's start shared by the script's kernels)" if f.start_shared else "")
-                  if f.observed else "")]
+                  if f.observed else "")
+               + (f"; {f.start_shared} kernels kept because they share Numba's start with the script's others"
+                  if f.start_shared else "")]
         import sys
 
         if "default" in sys.modules["lafuse.fusion"].DECIDED_ON:

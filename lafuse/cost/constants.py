@@ -102,6 +102,13 @@ CSR_DENSE_NZ_TIME = 1.05e-8
 SKINNY_MM_COLS = 16
 SKINNY_MM_ROW_TIME = 5.5e-9
 SKINNY_TMM_ROW_TIME = 1.1e-8
+# passes of a dense BLAS product over its result, on top of its FLOPs: OpenBLAS's dgemm first scales C
+# by beta (= 0, a write pass), then its kernel adds each k-panel's block into C (a read-modify-write,
+# not overlapped with the FLOPs when k is small). Measured U %*% t(V), 5000 x k times k x 5000 into a
+# 200 MB result (2 threads; FLOPs alone at the calibrated BLAS rate 3.3, 13, 33, 67 ms): 21, 26, 48,
+# 71 ms for k = 5, 20, 50, 100; FLOPs + two write passes gives 24, 34, 54, 88 ms, the roofline of
+# FLOPs against one write pass gave 10, 13, 33, 67 ms
+BLAS_RESULT_PASSES = 2.0
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)

@@ -283,7 +283,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
     if opcode == "%*%" and len(mats) == 2:
         flops, blas = _matmult_flops(mats[0], mats[1])
         if blas:
-            op_time = flops / prof.blas_flops
+            op_time = flops / prof.blas_flops + mem_times(prof, 0.0, write * K.BLAS_RESULT_PASSES)[1]
             if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
                 tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
                 transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \

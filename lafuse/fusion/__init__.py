@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_COLD, NUMBA_START_WARM
 from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
 from lafuse.cost.operators import nnz_memo
 from lafuse.cost.profile import HardwareProfile
@@ -40,7 +40,7 @@ class FusionStats:
     unfused_by_compile_cost: int = 0
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
     observed: int = 0  # decisions weighed by the executions an earlier run observed (feedback.observed)
-    start_shared: int = 0  # of those, Numba's start shared by the script's kernels (feedback.observed)
+    start_shared: int = 0  # kernels that pay only with Numba's start shared by others (in the DAG or observed)
 
 
 # canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
@@ -169,6 +169,7 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
     started = _numba_started()
+    weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]] = []
     for op in ops:
         assert op.plan is not None
         hops = _covered_hops(op)
@@ -180,19 +181,35 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         if keys is not None:
             keys.add(key)
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        saving = per_run * runs
-        cached = _kernel_cached(op.plan)
-        shared = False
+        weighed.append((op, op.plan, key, per_run, per_run * runs, _kernel_cached(op.plan)))
+    in_dag = not started and _start_shared_here(weighed, prof)
+    for op, plan, key, per_run, saving, cached in weighed:
+        shared = in_dag and saving >= compile_penalty(cached, prof, True)
         if keys is not None:
             observed.SAVINGS[key] = per_run
-            shared = cached and not started and observed.start_shared(key, CODEGEN_WARM_LOAD_TIME, NUMBA_START_WARM)
-            st.start_shared += shared
+            shared = shared or cached and not started and observed.start_shared(key, CODEGEN_WARM_LOAD_TIME,
+                                                                                  NUMBA_START_WARM)
+        st.start_shared += shared
         if saving < compile_penalty(cached, prof, started or shared):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
             if defer and not cached and saving >= compile_penalty(True, prof, started):
                 st.deferred += key not in DEFERRED
-                DEFERRED.setdefault(key, op.plan)
+                DEFERRED.setdefault(key, plan)
     return frozenset(out)
+
+
+def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]],
+                       prof: HardwareProfile) -> bool:
+    """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
+    start: the start is paid once per process, so it is weighed against the sum of their net savings,
+    not charged to each operator alone (which left ALS-CG's CG-loop kernels unfused: each saved less
+    than the start, all of them more)."""
+    net = [(saving - compile_penalty(cached, prof, True), cached) for *_, saving, cached in weighed]
+    paying = [(n, c) for n, c in net if n > 0.0]
+    if not paying:
+        return False
+    start = NUMBA_START_WARM if all(c for _, c in paying) else NUMBA_START_COLD
+    return sum(n for n, _ in paying) >= start
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:
