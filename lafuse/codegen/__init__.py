@@ -11,12 +11,13 @@ Public API: :func:`compile_plan` (returns a :class:`FusedOperator`), :func:`cach
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
 from lafuse.codegen import finite, prims
-from lafuse.codegen.cache import PlanCache, load_without_registries
+from lafuse.codegen.cache import ByMode, PlanCache, load_without_registries
 from lafuse.codegen.emit import Canon, canon
 from lafuse.codegen.runner import set_threads
 from lafuse.fusion.cplan import COLVEC, ROWVEC, SCALAR, CPlan
@@ -87,25 +88,40 @@ class FusedOperator:
 
 
 def compile_plan(plan: CPlan, threads: int | None = None) -> FusedOperator:
-    """The fused operator of ``plan``, compiled now or found in the in-memory or disk plan cache."""
+    """The fused operator of ``plan``, compiled now or found in the in-memory or disk plan cache: its
+    kernel for dense inputs now (the warm-up call on empty inputs runs that mode), those of other
+    input formats on first use (cache.ByMode)."""
     from lafuse.codegen.numba_gen import generate
 
     key, _, lits = plan.canonical_key()
     c = canon(plan)
+    with _BY_MODE_LOCK:
+        kernels = _BY_MODE.get(key)
+        if kernels is not None:
+            _CACHE.stats.mem_hits += 1
+        else:
+            def warm(kernel: Any) -> None:
+                _run(c, kernel, _empty_inputs(c), np.zeros(len(lits)))
 
-    def warm(kernel: Any) -> None:
-        _run(c, kernel, _empty_inputs(c), np.zeros(len(lits)))
+            kernels = ByMode(key, _PROBED.pop(key, "") or generate(plan, key), _CACHE, warm)
+            warm(kernels)
+            _BY_MODE[key] = kernels
+            while len(_BY_MODE) > _CACHE.maxsize:  # (as many plans as the memory cache keeps)
+                _BY_MODE.pop(next(iter(_BY_MODE)))
+    return FusedOperator(plan, c, key, kernels.source, kernels, lits, threads)
 
-    loaded = _CACHE.get(key, lambda: generate(plan, key), warm)
-    return FusedOperator(plan, c, key, loaded.source, loaded.kernel, lits, threads)
+
+# canonical hash -> its kernels by mode, the most recently compiled plans
+_BY_MODE: dict[str, ByMode] = {}
+_BY_MODE_LOCK = threading.RLock()
 
 
 def is_cached(plan: CPlan) -> bool:
     """True if compiling ``plan`` would not run a cold compile (memory or disk cache hit)."""
-    from lafuse.codegen.numba_gen import generate
+    from lafuse.codegen.numba_gen import generate, specialize
 
     key = plan.canonical_key()[0]
-    if _CACHE.lookup(key) is not None:
+    if _CACHE.lookup(f"{key}/0") is not None:
         return True
     source = _PROBED.get(key)
     if source is None:  # generating the source costs ~7 ms; the optimizer probes at every recompile
@@ -116,7 +132,7 @@ def is_cached(plan: CPlan) -> bool:
         if len(_PROBED) >= 1024:
             _PROBED.clear()
         _PROBED[key] = source
-    return _CACHE.on_disk(key, source)
+    return _CACHE.on_disk(key, specialize(source, 0))  # (the dense mode: what compile_plan loads first)
 
 
 _PROBED: dict[str, str] = {}  # canonical hash -> generated source of the plans is_cached probed
@@ -133,6 +149,8 @@ def record_import_time(seconds: float) -> None:
 
 
 def clear_memory_cache() -> None:
+    with _BY_MODE_LOCK:
+        _BY_MODE.clear()
     _CACHE.clear_memory()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -195,7 +196,11 @@ class PlanCache:
         path = cache_dir() / file_name(key, source)
         return path.exists() and any((path.parent / "__pycache__").glob(f"{path.stem}.*.nbi"))
 
-    def get(self, key: str, generate: Callable[[], str], warm_up: Callable[[Any], None]) -> Loaded:
+    def get(self, key: str, generate: Callable[[], str], warm_up: Callable[[Any], None],
+            file_key: str | None = None) -> Loaded:
+        """``key`` names the kernel in memory; ``file_key`` (default ``key``), the canonical plan hash,
+        names its file and its per-kernel statistics (the mode variants of one plan share them)."""
+        fkey = file_key or key
         with self._lock:
             hit = self.lookup(key)
             if hit is not None:
@@ -204,7 +209,7 @@ class PlanCache:
             t0 = time.perf_counter()
             source = generate()
             d = cache_dir()
-            path = d / file_name(key, source)
+            path = d / file_name(fkey, source)
             try:
                 existed = _place(d, path, source)
             except OSError as e:  # e.g. the disk filled up: this process goes on in a private directory
@@ -221,7 +226,7 @@ class PlanCache:
                 cachefiles.evict(d, cfgmod.get().cache_max_bytes, keep=path.stem)
             else:
                 cachefiles.touch(path)
-            rec = self.stats.per_kernel.setdefault(key, {"cold": 0.0, "warm": 0.0})
+            rec = self.stats.per_kernel.setdefault(fkey, {"cold": 0.0, "warm": 0.0})
             if cold:
                 self.stats.compiled += 1
                 self.stats.compile_time_cold += dt
@@ -242,3 +247,29 @@ class PlanCache:
             for loaded in self._mem.values():
                 sys.modules.pop("lafuse_codegen_" + loaded.path.stem, None)
             self._mem.clear()
+
+
+class ByMode:
+    """The kernel of one canonical plan as one Numba function per input mode (dense, CSR, ...), each
+    loaded or compiled on its first use (``for_mode``): a run of dense inputs never compiles the
+    sparse code. Callable like the generic kernel, ``kernel(b0, b1, mode, ...)``."""
+
+    def __init__(self, key: str, source: str, cache: PlanCache, warm_up: Callable[[Any], None]) -> None:
+        self.key = key
+        self.source = source  # the generic source, every mode (numba_gen.specialize pins one)
+        self.uses_blas = re.search(r"\bmm\(", source) is not None  # (prims.mm: BLAS per block)
+        self._cache = cache
+        self._warm_up = warm_up
+        self._fns: dict[int, Any] = {}
+
+    def for_mode(self, mode: int) -> Any:
+        fn = self._fns.get(mode)
+        if fn is None:
+            from lafuse.codegen.numba_gen import specialize
+
+            fn = self._fns[mode] = self._cache.get(f"{self.key}/{mode}", lambda: specialize(self.source, mode),
+                                                   self._warm_up, file_key=self.key).kernel
+        return fn
+
+    def __call__(self, b0: int, b1: int, mode: int, *args: Any) -> None:
+        self.for_mode(mode)(b0, b1, mode, *args)

@@ -477,8 +477,8 @@ def generate_cell(plan: CPlan, key: str) -> str:
     lines = [JIT, f"def kernel({', '.join(args)}):"]
     top = _top(c) + [f"msp = mode == 1 and p{ms}.shape[0] > 0"]
     if flat:  # flat views of the dense arrays (C-contiguous: runner.kernel_array), empty in modes 1-3
-        top += [f"x{s} = a{s}.reshape(a{s}.size)" for s in sorted(c.access) if c.access[s] in (MAIN, CELL)]
-        top += ["xo = out.reshape(out.size)"] if agg == NO_AGG else []
+        top += [f"x{s} = flat(a{s})" for s in sorted(c.access) if c.access[s] in (MAIN, CELL)]
+        top += ["xo = flat(out)"] if agg == NO_AGG else []
     lines += indent(top, 1)
     lines += indent(["for b in range(b0, b1):"] + indent(block, 1), 1)
     return HEADER.format(hash=key) + "\n".join(lines) + "\n"

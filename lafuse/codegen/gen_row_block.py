@@ -3,7 +3,7 @@
 Why: the per-row body pays a fixed cost per row and vector primitive (short loops of run-time
 length). On tall, narrow inputs (multiLogReg's n x 10 X with n x 2 intermediates) that made the fused
 Hessian-vector product ~3x slower than the unfused BLAS operators it replaces. Here ``X %*% B`` is
-one BLAS product per block (``np.dot``, as the unfused ``%*%``), the ``t(P) %*% Q`` accumulation of
+one BLAS product per block (``prims.mm``, ``np.dot`` as the unfused ``%*%``), the ``t(P) %*% Q`` accumulation of
 COL_AGG_B1_T another, and element-wise nodes are loops over the block, so X is still read once.
 
 Block values, by node: row-varying vectors are R x L arrays ``B{k}``, row-varying scalars R x 1,
@@ -92,7 +92,7 @@ class _Block:
         return f"B{k}[r, {zq}]" if self.vec(n) else f"B{k}[r, 0]"
 
     def arr(self, n: CNode) -> str | None:
-        """A 2-D array expression of a node's block value (for np.dot), or None."""
+        """A 2-D array expression of a node's block value (for prims.mm), or None."""
         if n.op == "input":
             s = self.slot(n)
             if n.access in (MAIN, CELL):
@@ -146,10 +146,10 @@ class _Block:
             m = f"a{self.slot(ch[1])}"
             if self.tr:  # (A M)' = M' A'
                 a = self.arr_t(ch[0])
-                blas = None if a is None else f"B{k} = np.dot({m}.T, {a})"
+                blas = None if a is None else f"B{k} = mm({m}.T, {a})"
             else:
                 a = self.arr(ch[0])
-                blas = None if a is None else f"B{k} = np.dot({a}, {m})"
+                blas = None if a is None else f"B{k} = mm({a}, {m})"
             if blas is None or not self.main(ch[0]):
                 return None if blas is None else [blas]
             return [f"if small_mm({m}.shape[1], m):", f"    B{k} = np.empty({shape})",
@@ -253,10 +253,10 @@ class _Block:
             return None
         q = plan.root2
         if not (self.main(r) and q.op not in ("input", "literal")):
-            return [f"acc += np.dot({a}, {b})"]
+            return [f"acc += mm({a}, {b})"]
         return [f"if small_mm(L{self.k(q)}, m):",
                 f"    rows_t_matmul_small(a{self.slot(r)}, r0, r1, B{self.k(q)}, {self.tr}, acc)",
-                "else:", f"    acc += np.dot({a}, {b})"]
+                "else:", f"    acc += mm({a}, {b})"]
 
     def main(self, n: CNode) -> bool:
         """The node is the (dense) main input, read in place: a{slot}[r0:r1]."""

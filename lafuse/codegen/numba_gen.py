@@ -2,6 +2,9 @@
 
 The generated source depends only on the plan's canonical form (inputs by canonical slot,
 literals as the ``lits`` argument), so every plan with the same canonical hash shares it.
+
+Every template's kernel takes ``mode`` (which formats its inputs come in: dense, CSR, ...) and
+branches on it; :func:`specialize` pins one mode, so Numba compiles one branch (cache.ByMode).
 """
 
 from __future__ import annotations
@@ -24,3 +27,18 @@ def generate(plan: CPlan, key: str | None = None) -> str:
 
         return generate_row(plan, key)
     raise ValueError(f"unknown template {plan.template!r}")
+
+
+_SIGNATURE = "def kernel(b0, b1, mode, "
+
+
+def specialize(source: str, mode: int) -> str:
+    """``source`` with ``mode`` pinned to a constant: Numba prunes the branches of the other modes
+    before typing them (its dead-branch pruning follows a variable assigned once from a constant),
+    so a kernel compiles only the code its inputs' formats run. Measured on the cell kernel of
+    ``sum(X * Y * Z + i)``: 2.0 s cold with its two modes, 1.0 s pinned to the dense one."""
+    if source.count(_SIGNATURE) != 1:
+        raise ValueError("generated kernel source without its (b0, b1, mode, ...) signature")
+    head, rest = source.split(_SIGNATURE)
+    sig, body = rest.split("\n", 1)
+    return f"{head}def kernel(b0, b1, mode_, {sig}\n    mode = {int(mode)}  # pinned (numba_gen.specialize)\n{body}"

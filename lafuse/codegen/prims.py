@@ -440,3 +440,19 @@ def sp_scatter_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, m: float
     out[i, :] = 0.0
     for k in range(p0, p1):
         out[i, idx[k]] = (data[k] * m) / d
+
+
+@_jit
+def flat(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous matrix as a vector (a view). Why a primitive: Numba compiles ``reshape`` as an
+    internal subroutine of every kernel that calls it (0.3 s of a first cold compile); a primitive is
+    compiled once and then loaded from Numba's cache with the other primitives."""
+    return a.reshape(a.size)
+
+
+@_jit
+def mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.dot`` of two matrices (BLAS) as a primitive: typing and lowering Numba's ``np.dot`` cost
+    a kernel's compile ~1 s; a primitive is compiled once per operand layout and then loaded from
+    Numba's cache."""
+    return np.dot(a, b)

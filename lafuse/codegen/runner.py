@@ -212,10 +212,13 @@ def _one_blas_thread() -> None:
 
 
 def _uses_blas(kernel: Any) -> bool:
-    """The generated kernel calls ``np.dot`` (gen_row_block); a kernel that is not a Numba
+    """The generated kernel calls BLAS (``prims.mm``, gen_row_block); a kernel that is not a Numba
     dispatcher is assumed to."""
+    known = getattr(kernel, "uses_blas", None)
+    if known is not None:
+        return bool(known)
     code = getattr(getattr(kernel, "py_func", None), "__code__", None)
-    return code is None or "dot" in code.co_names
+    return code is None or "mm" in code.co_names or "dot" in code.co_names
 
 
 def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
@@ -226,6 +229,9 @@ def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
 def launch(kernel: Any, nb: int, *args: Any) -> None:
     """Run ``kernel(b0, b1, *args)`` over blocks [0, nb) split into contiguous ranges, one per
     thread (the kernels release the GIL). Which thread runs a block never changes a result."""
+    pick = getattr(kernel, "for_mode", None)  # cache.ByMode: the function of this mode (args[0])
+    if pick is not None:
+        kernel = pick(args[0])
     t = min(threads(), nb)
     if t <= 1:
         kernel(0, nb, *args)

@@ -276,7 +276,7 @@ def test_flat_cell_loop_over_inputs_read_cell_by_cell(agg, op):
     else:
         plan = CPlan("cell", e if op in ("sum", "sumsq") else u, agg, op, sparse_safe=False, ninputs=5)
     fop = compiled(f"flat-{agg}-{op}", plan)
-    assert "x0 = a0.reshape(a0.size)" in fop.source and "for t0 in range(ta, tu, 4):" in fop.source or \
+    assert "x0 = flat(a0)" in fop.source and "for t0 in range(ta, tu, 4):" in fop.source or \
         agg == NO_AGG and "xo[t] = " in fop.source
     rng = np.random.default_rng(11)
     for shape in ((5001, 1), (2501, 2), (23, 17), (1, 1), (0, 7)):
@@ -289,7 +289,7 @@ def test_flat_cell_loop_over_inputs_read_cell_by_cell(agg, op):
             got = fop(ins)
             assert same(got, evaluate(plan, ins)), (agg, op, shape, special)
     vec_plan = cell_plan("safe", FULL_AGG, "sum")  # reads a row and a column vector: the row loop
-    assert "reshape" not in compiled("safe-full_agg-sum-rows", vec_plan).source
+    assert "flat(" not in compiled("safe-full_agg-sum-rows", vec_plan).source
 # -------------------------------------------------------------------------------------- row
 
 def row_plans() -> dict[str, tuple[CPlan, str]]:
@@ -401,7 +401,7 @@ def test_block_products_by_few_columns_loop_and_by_more_call_blas(narrow):
     plan, _ = row_plans()["tXXV"]
     plan.narrow = narrow
     op = compiled(f"row-tXXV-cols-{narrow}", plan)
-    assert "rows_matmul_small" in op.source and "rows_t_matmul_small" in op.source and "np.dot" in op.source
+    assert "rows_matmul_small" in op.source and "rows_t_matmul_small" in op.source and "mm(" in op.source
     rng = np.random.default_rng(21)
     for cols in (1, 2, 4):
         for n, m in ((700, 3), (50, 17), (40, 33), (1, 1)):
@@ -732,3 +732,27 @@ def test_stats_report_cold_and_warm_compile_time_per_kernel(disk_cache, tmp_path
     assert len(lines[0]) == len(lines[1]) == 1
     assert cold[0] > 0.0 and "disk-cache load 0.000" in lines[0][0]
     assert warm[0] > 0.0 and "cold compile 0.000" in lines[1][0]
+
+
+def test_a_kernel_compiles_only_the_modes_its_inputs_use(disk_cache):
+    """cache.ByMode: compile_plan compiles the dense mode; a CSR main compiles its own mode on first
+    use, once; each mode's source pins ``mode`` and agrees with the reference."""
+    from lafuse.codegen.numba_gen import specialize
+
+    plan = cell_plan("safe", FULL_AGG, "sum")
+    codegen.clear_memory_cache()  # (other tests compiled this plan: a fresh ByMode, loaded from disk)
+    fop = codegen.compile_plan(plan, threads=1)
+    kernels = fop._kernel
+    assert sorted(kernels._fns) == [0]
+    dense_in = cell_inputs("dense", False, False, seed=3)
+    assert same(fop(dense_in), evaluate(plan, dense_in))
+    assert sorted(kernels._fns) == [0]
+    sparse_in = cell_inputs("sparse", False, False, seed=4)
+    assert same(fop(sparse_in), evaluate(plan, sparse_in))
+    modes = sorted(kernels._fns)
+    assert len(modes) == 2 and modes[0] == 0
+    assert same(fop(sparse_in), evaluate(plan, sparse_in)) and sorted(kernels._fns) == modes  # no recompile
+    src = specialize(fop.source, modes[1])
+    assert f"    mode = {modes[1]}  # pinned" in src and "def kernel(b0, b1, mode_, " in src
+    with pytest.raises(ValueError, match="signature"):
+        specialize("def f(x):\n    return x\n", 0)
