@@ -412,6 +412,41 @@ def compile_section(doc: Doc, report: dict[str, Any], rows: list[dict[str, Any]]
         p, groups, series, "compile time (s)", "Kernel compile time", log=False))
 
 
+POLICIES = ("lafuse", "lafuse-fuse-all", "lafuse-fuse-no-redundancy")  # the fixed ones (lafuse: no codegen)
+COST = "lafuse-cost"
+
+
+def policy_section(doc: Doc, report: dict[str, Any], benches: list[dict[str, Any]]) -> None:
+    """The cost-based policy against the best of the fixed ones, per benchmark, by the time measured
+    inside the script and by the whole process: the policy weighs whole-process time (a kernel's load
+    and Numba's start are paid outside the timed loop), so both are shown."""
+    rows = []
+    for b in benches:
+        cost = entry(b, COST)
+        if not cost or cost.get("skipped"):
+            continue
+        cells = [cell_text(b.get("name") or "-")]
+        for med in ("op_median", "wall_median"):
+            fixed = {k: num(entry(b, k).get(med)) for k in POLICIES}
+            fixed = {k: v for k, v in fixed.items() if v is not None and not failed_check(entry(b, k))}
+            mine = num(cost.get(med))
+            if not fixed or mine is None:
+                cells += ["-", "-"]
+                continue
+            best = min(fixed, key=lambda k: fixed[k])
+            cells += [cell_text(label(report, best)), sig3(mine / max(fixed[best], 1e-12))
+                      + (" ⚠" if failed_check(cost) else "")]
+        rows.append(cells)
+    if not rows:
+        return
+    doc.lines += ["", "## Cost-based policy against the best fixed policy", "",
+                  "The best of lafuse without codegen, fuse-all and fuse-no-redundancy, and the cost-based time "
+                  "as x of it (lower is better; below 1 the cost-based policy beat all three), by the time "
+                  "inside the script and by the whole process.", ""]
+    doc.lines += table(["benchmark", "best fixed (in script)", "cost-based x", "best fixed (whole process)",
+                        "cost-based x"], rows)
+
+
 def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) -> None:
     """Entry point for ``suite.py``: write the markdown and the PNGs for one run."""
     if report.get("schema") not in (None, 1):
@@ -431,6 +466,7 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
                                + [str(b.get("size") or "") for b in algos]))
     for size in sizes:
         algorithm_section(doc, report, size, [b for b in algos if str(b.get("size") or "") == size], systems)
+    policy_section(doc, report, benches)
     compile_rows = [r for r in report.get("compile") or [] if isinstance(r, dict)]
     if compile_rows:
         compile_section(doc, report, compile_rows, systems)

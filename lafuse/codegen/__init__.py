@@ -87,10 +87,12 @@ class FusedOperator:
         return f"FusedOperator({self.plan.template}, {self.hash})"
 
 
-def compile_plan(plan: CPlan, threads: int | None = None) -> FusedOperator:
-    """The fused operator of ``plan``, compiled now or found in the in-memory or disk plan cache: its
-    kernel for dense inputs now (the warm-up call on empty inputs runs that mode), those of other
-    input formats on first use (cache.ByMode)."""
+def compile_plan(plan: CPlan, threads: int | None = None, eager: bool = True) -> FusedOperator:
+    """The fused operator of ``plan``, compiled or found in the in-memory or disk plan cache. Its
+    kernel has one function per mode of its inputs' formats (cache.ByMode), each compiled or loaded
+    on first use; ``eager`` does the dense one now (the warm-up call on empty inputs runs that mode).
+    The runtime passes ``eager=False``: a script whose inputs are CSR then never compiles the dense
+    mode, and an operator that never runs compiles nothing."""
     from lafuse.codegen.numba_gen import generate
 
     key, _, lits = plan.canonical_key()
@@ -104,10 +106,11 @@ def compile_plan(plan: CPlan, threads: int | None = None) -> FusedOperator:
                 _run(c, kernel, _empty_inputs(c), np.zeros(len(lits)))
 
             kernels = ByMode(key, _PROBED.pop(key, "") or generate(plan, key), _CACHE, warm)
-            warm(kernels)
             _BY_MODE[key] = kernels
             while len(_BY_MODE) > _CACHE.maxsize:  # (as many plans as the memory cache keeps)
                 _BY_MODE.pop(next(iter(_BY_MODE)))
+    if eager:
+        kernels.for_mode(0)
     return FusedOperator(plan, c, key, kernels.source, kernels, lits, threads)
 
 
@@ -117,11 +120,14 @@ _BY_MODE_LOCK = threading.RLock()
 
 
 def is_cached(plan: CPlan) -> bool:
-    """True if compiling ``plan`` would not run a cold compile (memory or disk cache hit)."""
-    from lafuse.codegen.numba_gen import generate, specialize
+    """True if running ``plan`` would not run a cold compile (memory or disk cache hit): for the mode
+    of some input formats, those an earlier run used (the optimizer does not know the formats a
+    kernel will see)."""
+    from lafuse.codegen.numba_gen import MODES, generate, specialize
 
     key = plan.canonical_key()[0]
-    if _CACHE.lookup(f"{key}/0") is not None:
+    kernels = _BY_MODE.get(key)
+    if kernels is not None and kernels.loaded():
         return True
     source = _PROBED.get(key)
     if source is None:  # generating the source costs ~7 ms; the optimizer probes at every recompile
@@ -132,7 +138,7 @@ def is_cached(plan: CPlan) -> bool:
         if len(_PROBED) >= 1024:
             _PROBED.clear()
         _PROBED[key] = source
-    return _CACHE.on_disk(key, specialize(source, 0))  # (the dense mode: what compile_plan loads first)
+    return any(_CACHE.on_disk(key, specialize(source, m)) for m in MODES[plan.template])
 
 
 _PROBED: dict[str, str] = {}  # canonical hash -> generated source of the plans is_cached probed

@@ -271,5 +271,8 @@ class ByMode:
                                                    self._warm_up, file_key=self.key).kernel
         return fn
 
+    def loaded(self) -> bool:
+        return bool(self._fns)
+
     def __call__(self, b0: int, b1: int, mode: int, *args: Any) -> None:
         self.for_mode(mode)(b0, b1, mode, *args)

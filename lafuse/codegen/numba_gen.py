@@ -42,3 +42,9 @@ def specialize(source: str, mode: int) -> str:
     head, rest = source.split(_SIGNATURE)
     sig, body = rest.split("\n", 1)
     return f"{head}def kernel(b0, b1, mode_, {sig}\n    mode = {int(mode)}  # pinned (numba_gen.specialize)\n{body}"
+
+
+# the modes each template's runner passes (runner.run_cell, runner_row.run_row, runner_outer.run_outer):
+# 0 dense; cell 1 CSR inputs read by flag, 2 a CSR main's non-zeros, 3 their intersection; row 1 a CSR
+# main densified per row, 2 its non-zeros; outer 1 a CSR main
+MODES = {"cell": (0, 1, 2, 3), "magg": (0, 1, 2, 3), "row": (0, 1, 2), "outer": (0, 1)}

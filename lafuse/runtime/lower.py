@@ -117,7 +117,8 @@ def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[
 
 
 def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> Callable[..., Any]:
-    """The generated kernel of a fused operator HOP, compiled now (or found in the plan cache);
+    """The generated kernel of a fused operator HOP, compiled (or found in the plan cache) when it
+    first runs, for the formats its inputs come in (codegen.compile_plan);
     backend "reference" runs the CPlan on the pure-NumPy reference interpreter instead (the spec:
     tests check the optimizer's plans with it without paying for Numba compilation)."""
     plan = h.params["cplan"]
@@ -134,7 +135,7 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
 
     if not started:  # Numba's import, part of its start-up: reported by --stats with the kernel loads
         codegen.record_import_time(time.perf_counter() - t0)
-    op = codegen.compile_plan(plan, threads=threads)
+    op = codegen.compile_plan(plan, threads=threads, eager=False)
 
     def run(*args: Any) -> Any:
         return op(list(args))

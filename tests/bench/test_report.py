@@ -98,7 +98,7 @@ def test_every_table_section_names_every_system(rendered: tuple[str, Path, Path]
     md = rendered[0]
     secs = sections(md)
     assert set(secs) == {"Micro-benchmarks", "Algorithms, small data", "Algorithms, large data",
-                         "Compile overhead", "Start-up"}
+                         "Cost-based policy against the best fixed policy", "Compile overhead", "Start-up"}
     names = [LABELS.get(k, k) for k in SYSTEMS]
     for title in ("Micro-benchmarks", "Algorithms, small data", "Algorithms, large data"):
         header_lines = [ln for ln in secs[title].splitlines() if ln.startswith("| benchmark") or
@@ -184,3 +184,12 @@ def test_a_mostly_failed_run_still_renders(tmp_path: Path) -> None:
 def test_startup_section_has_the_recorded_medians(rendered: tuple[str, Path, Path]) -> None:
     sec = sections(rendered[0])["Start-up"]
     assert "| print(1) | 261 | 158 | 1.65 | 20 |" in sec and "benchmarks/startup.py" in sec
+
+
+def test_cost_policy_section_compares_with_the_best_fixed_policy(rendered: tuple[str, Path, Path]) -> None:
+    sec = sections(rendered[0])["Cost-based policy against the best fixed policy"]
+    rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in sec.splitlines() if ln.startswith("| ")}
+    # in script 0.987 / 1.234, whole process 3.2 / 4.56
+    assert rows["l2svm-small"] == "| l2svm-small | lafuse no codegen | 0.800 | lafuse no codegen | 0.702 |"
+    assert rows["cell3"] == "| cell3 | lafuse no codegen | 0.366 | - | - |"  # no wall time recorded
+    assert rows["cell3-sparse"] == "| cell3-sparse | - | - | - | - |"  # the only fixed policy failed

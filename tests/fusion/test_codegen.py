@@ -752,6 +752,11 @@ def test_a_kernel_compiles_only_the_modes_its_inputs_use(disk_cache):
     modes = sorted(kernels._fns)
     assert len(modes) == 2 and modes[0] == 0
     assert same(fop(sparse_in), evaluate(plan, sparse_in)) and sorted(kernels._fns) == modes  # no recompile
+    # as the runtime compiles (eager=False): nothing until the first call, then only that call's mode
+    codegen.clear_memory_cache()
+    lazy = codegen.compile_plan(plan, threads=1, eager=False)
+    assert lazy._kernel._fns == {} and codegen.is_cached(plan)  # (on disk from above)
+    assert same(lazy(sparse_in), evaluate(plan, sparse_in)) and sorted(lazy._kernel._fns) == [modes[1]]
     src = specialize(fop.source, modes[1])
     assert f"    mode = {modes[1]}  # pinned" in src and "def kernel(b0, b1, mode_, " in src
     with pytest.raises(ValueError, match="signature"):
