@@ -138,7 +138,7 @@ def is_cached(plan: CPlan) -> bool:
         if len(_PROBED) >= 1024:
             _PROBED.clear()
         _PROBED[key] = source
-    return any(_CACHE.on_disk(key, specialize(source, m)) for m in MODES[plan.template])
+    return _CACHE.on_disk(key, *(specialize(source, m) for m in MODES[plan.template]))
 
 
 _PROBED: dict[str, str] = {}  # canonical hash -> generated source of the plans is_cached probed

@@ -190,11 +190,14 @@ class PlanCache:
                 self._mem.move_to_end(key)
             return hit
 
-    def on_disk(self, key: str, source: str) -> bool:
-        """The generated source and Numba's index of its compiled code are on disk (a source alone
-        may still be compiling in another process)."""
-        path = cache_dir() / file_name(key, source)
-        return path.exists() and any((path.parent / "__pycache__").glob(f"{path.stem}.*.nbi"))
+    def on_disk(self, key: str, *sources: str) -> bool:
+        """The generated source of one of ``sources`` (the mode variants of plan ``key``) and Numba's
+        index of its compiled code are on disk (a source alone may still be compiling in another
+        process); one listing of the index files for all of them."""
+        d = cache_dir()
+        stems = {p.stem for p in (d / file_name(key, s) for s in sources) if p.exists()}
+        return bool(stems) and any(p.name.split(".", 1)[0] in stems
+                                   for p in (d / "__pycache__").glob(f"k_{key}_*.nbi"))
 
     def get(self, key: str, generate: Callable[[], str], warm_up: Callable[[Any], None],
             file_key: str | None = None) -> Loaded:
@@ -252,7 +255,7 @@ class PlanCache:
 class ByMode:
     """The kernel of one canonical plan as one Numba function per input mode (dense, CSR, ...), each
     loaded or compiled on its first use (``for_mode``): a run of dense inputs never compiles the
-    sparse code. Callable like the generic kernel, ``kernel(b0, b1, mode, ...)``."""
+    sparse code. ``runner.launch`` calls the function of the mode it passes."""
 
     def __init__(self, key: str, source: str, cache: PlanCache, warm_up: Callable[[Any], None]) -> None:
         self.key = key
@@ -273,6 +276,3 @@ class ByMode:
 
     def loaded(self) -> bool:
         return bool(self._fns)
-
-    def __call__(self, b0: int, b1: int, mode: int, *args: Any) -> None:
-        self.for_mode(mode)(b0, b1, mode, *args)
