@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	# the primitives generated kernels share, compiled once as pip compiles bytecode (lafuse/warm.py)
+	$(BIN)/python -m lafuse cache warm
 	touch $(STAMP)
 
 install: $(STAMP)

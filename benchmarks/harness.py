@@ -550,7 +550,7 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     a user sees from the second run of a script on (a micro-benchmark also leaves each process's first
     iteration out). Compile-overhead rows (paper 000 Table 3, Figure 12): fuse-all's untimed run (cold: it
     compiles every kernel it fuses), then the first timed runs of fuse-all and the cost-based policy
-    (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them two at a time),
+    (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them ahead of the timed rounds),
     else they run here."""
     arrays = {k: ds.arrays[k] for k in w.inputs}
     script = write_script(w, ds, a.inner, tmp)

@@ -19,7 +19,6 @@ Output: ``benchmarks/results/bench-<timestamp>.json`` and the report regenerated
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -100,18 +99,16 @@ def workloads(quick: bool, only: set[str] | None) -> list[tuple[Workload, Any]]:
 
 def first_runs_ahead(todo: list[Workload], datasets: dict[str, DataSet], a: argparse.Namespace,
                      tmp: Path) -> dict[str, list[dict[str, Any]]]:
-    """The untimed first runs of every workload (each compiling its kernels, seconds per workload), two
-    processes at a time: nothing is timed meanwhile, and a Numba compile is single-threaded, so the
-    compile times the cold rows report stay those of one core. Cache -> cold compile rows."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The untimed first runs of every workload (each compiling its kernels), one process at a time.
+    Why not two at a time: a Numba compile is single-threaded, but sharing the 2-core machine with
+    another workload's run (its reads, its 2-thread kernels and BLAS) made the cold compiles the
+    compile-overhead table reports 1.4-1.9x slower (cell3: 2.59 s beside another run, 1.39 s alone).
+    Cache -> cold compile rows."""
     jobs: dict[str, Workload] = {}
     for w in todo:
         jobs.setdefault(cache_of(w, tmp), w)
-    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        futures = {c: pool.submit(first_runs, w, datasets[w.data], write_script(w, datasets[w.data], a.inner, tmp),
-                                  tmp) for c, w in jobs.items()}
-        return {c: [f.result()] for c, f in futures.items()}
+    return {c: [first_runs(w, datasets[w.data], write_script(w, datasets[w.data], a.inner, tmp), tmp)]
+            for c, w in jobs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         report["data_seconds"] = time.perf_counter() - t_start
         console.print(f"data: {len(datasets)} data sets in {report['data_seconds']:.0f} s")
         t0 = time.perf_counter()
-        with console.status("lafuse: first (untimed) runs of every fusion policy, two at a time"):
+        with console.status("lafuse: first (untimed) runs of every fusion policy"):
             first = first_runs_ahead([w for w, _ in todo], datasets, a, tmp)
         console.print(f"first runs: {len(first)} workloads in {time.perf_counter() - t0:.0f} s")
         for i, (w, _) in enumerate(todo):

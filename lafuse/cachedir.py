@@ -24,14 +24,9 @@ the code generator.
 from __future__ import annotations
 
 import atexit
-import hashlib
-import hmac
 import os
-import secrets
-import shutil
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from lafuse.config import codegen_cache_dir as configured
@@ -43,7 +38,7 @@ PYCACHE = "__pycache__"  # Numba's files of the kernels, beside their sources
 _USABLE: dict[str, Path] = {}  # configured directory -> the directory this process uses for it
 _PRIVATE: list[Path] = []  # this process's private directory, if it needed one
 _KEYS: dict[str, tuple[bytes | None, str | None]] = {}  # key file -> (key, why it is not usable)
-_EPHEMERAL = secrets.token_bytes(KEY_BYTES)  # signs the private directory when the key file is unusable
+_EPHEMERAL = os.urandom(KEY_BYTES)  # signs the private directory when the key file is unusable
 _WARNED: set[str] = set()
 
 
@@ -100,8 +95,9 @@ def _prepare(d: Path) -> str | None:
     if why is not None:
         return f"its {PYCACHE} is {why}"
     try:  # a read-only file system passes the mode check
-        fd, probe = tempfile.mkstemp(prefix=".probe_", dir=sub)
-        os.close(fd)
+        # (os.open, not tempfile: every run probes, and tempfile's import costs more than the probe)
+        probe = sub / f".probe_{os.getpid()}_{id(sub):x}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(probe)
     except OSError as e:
         return f"not writable ({e.strerror or e})"
@@ -142,6 +138,9 @@ def abandon(reason: str) -> Path:
 def private() -> Path:
     """This process's own temporary plan cache (created once, removed at exit)."""
     if not _PRIVATE:
+        import shutil
+        import tempfile
+
         d = Path(tempfile.mkdtemp(prefix="lafuse-codegen-"))
         (d / PYCACHE).mkdir(mode=0o700)
         _PRIVATE.append(d)
@@ -187,11 +186,13 @@ def _read_key(path: Path) -> bytes:
 
 def _create_key(path: Path) -> None:
     """A new random key at ``path`` (mode 0600), atomically: concurrent first runs agree on one key."""
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=".cache.key.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(KEY_BYTES))
+            f.write(os.urandom(KEY_BYTES))
         try:
             os.link(tmp, path)
         except FileExistsError:  # another process made it first: its key is the key
@@ -229,13 +230,19 @@ TAG_BYTES = 32  # an HMAC-SHA256 tag in front of each signed file
 
 
 def tag(name: str, payload: bytes, with_key: bytes | None = None) -> bytes:
-    """The tag of a file named ``name`` (binding the name: one file's bytes cannot stand in for another's)."""
+    """The tag of a file named ``name`` (binding the name: one file's bytes cannot stand in for another's).
+    (hashlib and hmac are imported here: a run that loads no kernel signs nothing.)"""
+    import hashlib
+    import hmac
+
     return hmac.new(with_key if with_key is not None else key(), name.encode() + b"\0" + payload,
                     hashlib.sha256).digest()
 
 
 def verified(name: str, raw: bytes, with_key: bytes | None = None) -> bytes | None:
     """The payload of a signed file's bytes ``raw``, or None when its tag is not this user's."""
+    import hmac
+
     head, payload = raw[:TAG_BYTES], raw[TAG_BYTES:]
     if len(raw) >= TAG_BYTES and hmac.compare_digest(head, tag(name, payload, with_key)):
         return payload
@@ -264,6 +271,8 @@ def replace_atomically(path: Path, data: bytes, prefix: str = ".tmp_") -> None:
     """Put ``data`` at ``path`` through a temporary file (``prefix``: how ``lafuse cache clear`` finds a
     leftover one) in the same directory and ``os.replace``: a reader finds the old file or the new
     one, concurrent writers leave the last one's, and a failure (OSError) leaves no temporary file."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

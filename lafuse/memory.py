@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import Any
 
 from lafuse import config as cfgmod
 from lafuse.errors import DMLRuntimeError
@@ -62,3 +63,29 @@ def check(nbytes: float, what: str) -> None:
             f"{what} needs {human(nbytes)}, beyond the memory budget of {human(budget_bytes())} "
             f"(memory_budget={frac:g} of {human(physical_memory())}); if the machine has the memory, "
             f"raise memory_budget in a --config file")
+
+
+
+POPULATE_MIN_BYTES = 64 << 20  # below this, demand faults cost little next to the rest of a read
+
+
+def fresh_bytes(nbytes: int) -> Any:
+    """A writable uint8 array of ``nbytes`` for data that is read in once (a file): large ones are
+    mapped with MAP_POPULATE, which faults the pages in with one call. Why: memory a process touches
+    for the first time costs a page fault per 4 KiB page, and on a virtual machine those are slow;
+    measured here reading a 160 MB .npy into ``np.empty``: 0.49-0.82 s, into a populated mapping
+    0.09-0.11 s. Not for buffers a loop allocates again and again: freed pages fault back cheaply
+    (an ``np.empty`` + fill of 160 MB in a loop took 25-40 ms, a populated mapping 120-150 ms)."""
+    import numpy as np
+
+    if nbytes >= POPULATE_MIN_BYTES:
+        import mmap
+
+        flags = getattr(mmap, "MAP_POPULATE", 0)
+        if flags:
+            try:
+                m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flags)
+                return np.frombuffer(m, dtype=np.uint8)
+            except (OSError, ValueError, AttributeError):  # (a platform or limit that refuses it)
+                pass
+    return np.empty(nbytes, dtype=np.uint8)

@@ -276,3 +276,7 @@ class ByMode:
 
     def loaded(self) -> bool:
         return bool(self._fns)
+
+    def modes(self) -> set[int]:
+        """The modes whose function this process compiled or loaded, i.e. the modes that ran."""
+        return set(self._fns)

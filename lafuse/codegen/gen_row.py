@@ -285,9 +285,9 @@ def _consume_sparse(e: Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     return checks, [f"sp_outer_add({rng}, {ab}, {zb}, L{k2}, acc)"]
 
 
-def _mmchain(c: Canon, plan: CPlan) -> tuple[int, int] | None:
+def mmchain(c: Canon, plan: CPlan) -> tuple[int, int] | None:
     """(main slot, MATRIX slot) of ``X * (X %*% v)`` summed over rows (``t(X) %*% (X %*% v)``): a
-    dense main with a one-column v runs the block loop :func:`prims.rows_dot_axpy`."""
+    dense main with a one-column v runs the block loop :func:`prims.rows_dot_axpy` (mode 4)."""
     r = plan.root
     if plan.agg not in (COL_AGG, COL_AGG_T) or r.op != "*" or len(r.children) != 2:
         return None
@@ -307,7 +307,7 @@ def generate_row(plan: CPlan, key: str) -> str:
     c = info.c
     ms = main_slot(c)
     e = Emitter(info, ms)
-    top: list[str] = ["spm = mode != 0"]
+    top: list[str] = ["spm = mode == 1 or mode == 2"]
     alloc = ["xb = np.empty(max(m, 1))"]
     for n in c.order:
         k = e.idx(n)
@@ -366,13 +366,11 @@ def generate_row(plan: CPlan, key: str) -> str:
 
     inner = ["for i in range(r0, r1):"] + indent(row, 1)
     blk = block_body(info, plan, ms)
-    if blk is not None:
-        top.append(f"blk = {blk[1]}")
-        inner = ["if blk:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
-    chain = _mmchain(c, plan)
+    if blk is not None:  # (runner_row.dense_mode picks modes 3 and 4)
+        inner = ["if mode == 3:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
+    chain = mmchain(c, plan)
     if chain is not None:
-        block += [f"if mode == 0 and a{chain[1]}.shape[1] == 1 and m > 0:",
-                  f"    rows_dot_axpy(a{ms}, r0, r1, a{chain[1]}, acc)", "else:"]
+        block += ["if mode == 4:", f"    rows_dot_axpy(a{ms}, r0, r1, a{chain[1]}, acc)", "else:"]
         block += indent(inner, 1)
     else:
         block += inner

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from lafuse.codegen.emit import Canon
-from lafuse.codegen.gen_row import RowInfo, analyze
+from lafuse.codegen.gen_row import RowInfo, analyze, mmchain
+from lafuse.codegen.gen_row_block import BlockCond, block_body
 from lafuse.codegen.prims import kcombine
 from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
 from lafuse.fusion.cplan import (
@@ -77,6 +78,23 @@ def fit_empty_inputs(c: Canon, vals: dict[int, Any]) -> None:
             vals[s] = np.zeros((width[-1 - s], 0))
 
 
+def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells: dict[int, bool],
+               shapes: dict[int, tuple[int, ...]]) -> int:
+    """The mode of a dense main: 4 the ``t(X) %*% (X %*% v)`` loop (gen_row.mmchain), 3 the block body
+    (gen_row_block.BlockCond), 0 the per-row body. Decided here, not in the kernel, so that each mode's
+    function compiles only its own body (numba_gen.specialize)."""
+    forms = c.memo.get("row_forms")
+    if forms is None:
+        blk = block_body(info, c.plan, ms)
+        forms = c.memo["row_forms"] = (mmchain(c, c.plan), blk[1] if blk is not None else None)
+    chain, cond = forms
+    if chain is not None and m > 0 and shapes[chain[1]][1] == 1:
+        return 4
+    if isinstance(cond, BlockCond) and cond.holds(m, lens, sparse_cells, shapes):
+        return 3
+    return 0
+
+
 def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
     plan = c.plan
     info = c.memo.get("row")
@@ -88,6 +106,8 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
     sc = np.zeros(max(c.access, default=-1) + 1)
     args: list[Any] = []
     width: dict[int, int] = {}
+    sparse_cells: dict[int, bool] = {}
+    shapes: dict[int, tuple[int, ...]] = {}
     for s in sorted(c.access):
         acc, v = c.access[s], vals[s]
         what = f"input {c.perm[s]} ({acc})"
@@ -104,6 +124,7 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
                 raise ValueError(f"{what} has {x.shape[0]} rows, expected {n}")
             args += [*x.args(), int(x.sparse)]
             width[s] = x.shape[1]
+            sparse_cells[s] = x.sparse
         elif acc == ROWVEC:
             args.append(vector(v, (n, 1), what))
         elif acc == COLVEC:
@@ -116,6 +137,7 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
             d = dense(v, what)
             args.append(d)
             width[s], width[-1 - s] = d.shape[1], d.shape[0]
+            shapes[s] = d.shape
         else:
             raise ValueError(f"input access {acc!r} is not valid in a row plan")
     # the lengths depend on the widths only: a loop calling the kernel on same-shaped inputs
@@ -127,12 +149,13 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
         if len(info.lens_memo) < 64:
             info.lens_memo[wkey] = cached
     lens = cached
-    mode = 0
     if main.sparse:
         mode = 1
         if info.sparse_ok and \
                 all(int(lens[int(c.var(x)[1:])]) == 1 for x in info.len1):
             mode = 2
+    else:
+        mode = dense_mode(c, info, ms, m, lens, sparse_cells, shapes)
     root = int(c.var(plan.root)[1:])
     L = int(lens[root])
     out, parts = E2, np.zeros((0, 0))

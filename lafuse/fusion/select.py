@@ -192,7 +192,10 @@ class CostBased(Selector):
         compute every operation once at the best sparsity any of its inputs offers; plus the
         materialization cost (one write, one read) of each interesting point's target."""
         prof, memo, hints = ctx.prof, ctx.memo, ctx.hints
-        inputs = {i.id: i for h in part for i in memo.hops[h].inputs if i.id not in part}
+        # a transpose its product reads through (lower.foldable_transposes) is its input read in place:
+        # t(X) %*% (X %*% V) reads X once, not X and t(X)
+        inputs = {j.id: j for h in part for i in memo.hops[h].inputs if i.id not in part
+                  for j in ([i.inputs[0]] if i.params.get("read_through") else [i])}
         roots = [memo.hops[h] for h in part if any(c.id not in part for c in memo.consumers.get(h, []))
                  or memo.hops[h] in ctx.roots or not memo.consumers.get(h)]
         mins = [meta(i, hints) for i in inputs.values() if i.dt == "matrix"]

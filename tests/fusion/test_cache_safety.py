@@ -544,3 +544,23 @@ def test_parsed_scripts_are_cached_signed_and_a_cached_run_skips_lark(tmp_path, 
         assert len(list(cache.glob("ast_*.pickle"))) == 3
     finally:
         cachedir.forget()
+
+
+def test_cache_warm_compiles_every_template_in_a_throwaway_cache(tmp_path, monkeypatch):
+    """``lafuse cache warm`` (make install): kernels of the warm-up scripts are compiled (which
+    compiles the primitives they call into Numba's cache) in a temporary plan cache, never in the
+    user's; two scripts here, dense and CSR: a cell and a row operator in each mode."""
+    from lafuse import warm
+
+    user = tmp_path / "cache"
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(user))
+    monkeypatch.setattr(warm, "SCRIPTS", ("r = sum(X * Y * Z)", "R = t(X) %*% (X %*% V)"))
+    codegen.clear_memory_cache()
+    before = codegen.cache_stats()["compiled"]
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["cache", "warm"]) == 0
+    assert codegen.cache_stats()["compiled"] - before == 4, out.getvalue()
+    assert out.getvalue().startswith("compiled 4 kernels in ")
+    assert os.environ["LAFUSE_CODEGEN_CACHE"] == str(user)
+    assert not user.exists() or not any(user.glob("*.py"))

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from lafuse import codegen
 from lafuse import config as cfgmod
+from lafuse.codegen.emit import canon
+from lafuse.codegen.gen_row import mmchain
 from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
 from lafuse.fusion.cplan import (
@@ -364,7 +366,7 @@ def test_row_block_body_equals_the_per_row_body(name, narrow):
     plan.narrow = narrow
     op = compiled(f"row-{name}-{narrow}", plan)
     # every plan here has a block form (one without keeps only the per-row body, tested above)
-    assert "if blk:" in op.source and ("# transposed block" in op.source) == narrow, name
+    assert "if mode == 3:" in op.source and ("# transposed block" in op.source) == narrow, name
     for shape in ((700, 3), (23, 17)):
         for special in (False, True):
             ins = row_inputs("dense", special, special, seed=3, shape=shape)
@@ -377,6 +379,11 @@ def test_row_block_body_equals_the_per_row_body(name, narrow):
             got = op(ins)
             assert same(got, op(per_row)), (name, shape)
             assert same(got, evaluate(plan, ins)), (name, shape)
+    # the runner chose the bodies (runner_row.dense_mode): the mmchain loop for t(X) %*% (X %*% v), else
+    # the block body; the transposed one only while the inputs stay narrow (17 columns: per-row body)
+    used, chain = op._kernel.modes(), mmchain(canon(plan), plan) is not None
+    assert (4 if chain else 3) in used, (name, used)
+    assert 0 in used or not narrow or chain, (name, used)
     # a dense main with CSR CELL inputs (structural zeros against NaN/Inf in the other operands):
     # the transposed body densifies their blocks and keeps the annihilation rule of the per-row body
     for seed in range(3):

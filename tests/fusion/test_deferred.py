@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lafuse import config as cfgmod
 from lafuse import fusion
+from lafuse.compiler import Compiler
+from lafuse.hops.program import Dag, GenericBlock, iter_blocks
 
 from .conftest import PROFILE
 from .test_optimizer import basic_ops, fused
@@ -152,6 +155,8 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     from lafuse.runtime.lower import EXECUTED
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
+    # the per-run savings only (test_first_run_growth_counts_once adds the growth of the first run)
+    monkeypatch.setattr(fusion, "intermediate_peak", lambda *a: 0.0)
     fusion.DEFERRED.clear()
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -173,6 +178,40 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=False)
     assert spoofs == [] and st.deferred == 1 and st.observed == 0
+    fusion.DEFERRED.clear()
+
+
+def loop_dag(text: str, preamble: str) -> Dag:
+    """The loop body's DAG of ``preamble`` + a for loop around ``text``, as ``fused`` compiles it."""
+    cfg = cfgmod.Config(codegen=True, fusion="cost")
+    with cfgmod.using(cfg):
+        prog = Compiler(cfg).compile_text(preamble + "for (i in 1:20) {\n" + text + "\n}", "<test>")
+    return [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1].dag
+
+
+def test_first_run_growth_counts_once(tmp_path, monkeypatch):
+    """The intermediates a fused operator never allocates (X*Y and its product with Z, 32 MB at
+    once here) would grow the process's memory in the block's first run: that page-fault time
+    (first_touch_bw) is saved once, on top of the per-run savings. Observed to run once, the
+    candidate pays for a load from the disk cache with it, not without it."""
+    from lafuse.feedback import observed
+
+    dag = loop_dag(LOOP, SMALL)
+    covered = [h for h in dag.hops() if h.op in ("*", "sum")]
+    total = next(h for h in covered if h.op == "sum")
+    assert fusion.intermediate_peak(covered, total) == 2 * 2000 * 1000 * 8  # X*Y and (X*Y)*Z
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
+    fusion.DEFERRED.clear()
+    fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True, fusion_observed=True)
+    key = next(iter(fusion.DEFERRED))
+    monkeypatch.setitem(observed.load(), key, observed.Observation(1.0))
+    for growth, deferred in ((True, 1), (False, 0)):
+        if not growth:
+            monkeypatch.setattr(fusion, "intermediate_peak", lambda *a: 0.0)
+        fusion.DEFERRED.clear()
+        st = fusion.FusionStats()
+        spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
+        assert spoofs == [] and st.deferred == deferred and st.observed == 1, growth
     fusion.DEFERRED.clear()
 
 

@@ -178,6 +178,29 @@ def test_binary_mtd_and_npy_storage(tmp_path):
     _same(read_value(str(tmp_path / "x.bin"), {}), X)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_large_npy_reads_into_populated_memory(tmp_path, monkeypatch, order):
+    """Files from POPULATE_MIN_BYTES on are read into a MAP_POPULATE mapping (memory.fresh_bytes): the
+    same values, C order, writable, aligned, and the mapping lives as long as the matrix."""
+    import mmap
+
+    from lafuse import memory
+
+    monkeypatch.setattr(memory, "POPULATE_MIN_BYTES", 1024)
+    a = np.asfortranarray(np.arange(600.0).reshape(40, 15) - 7.5) if order == "F" else \
+        np.arange(600.0).reshape(40, 15) - 7.5
+    np.save(tmp_path / "a.npy", a)
+    got = read_value(str(tmp_path / "a.npy"), {})
+    assert np.array_equal(got, a) and got.flags.c_contiguous and got.flags.writeable and got.flags.aligned
+    if order == "C" and hasattr(mmap, "MAP_POPULATE"):  # read in place: the mapping is the array's memory
+        base = got
+        while getattr(base, "base", None) is not None:
+            base = base.base
+        assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
+    got[0, 0] = 1.0  # a private mapping: the file is not written through it
+    assert np.load(tmp_path / "a.npy")[0, 0] == -7.5
+
+
 @pytest.mark.parametrize("value,text,vtype", [(3.5, "3.5", "double"), (7, "7", "int"), (True, "true", "boolean"),
                                              ("hello", "hello", "string"), (1e-7, "1.0E-7", "double")])
 def test_scalar_layout_and_roundtrip(tmp_path, value, text, vtype):

@@ -452,7 +452,7 @@ def _read_npy(path: str, meta: Meta) -> Any:
                     f"{dtype} array ({count * dtype.itemsize} bytes of data), the file holds {size - offset}")
             convert = dtype != np.dtype("<f8") or (fortran and rows > 1 and cols > 1)
             memory.check(size + (8 * count if convert else 0), f"reading '{path}' ({rows}x{cols}, dense)")
-            buf = np.empty(size, dtype=np.uint8)  # the file once, in memory the result can live in
+            buf = memory.fresh_bytes(size)  # the file once, in memory the result can live in
             f.seek(0)
             if f.readinto(buf.data) != size:
                 raise DMLRuntimeError(f"'{path}' changed while it was read")

@@ -132,7 +132,6 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
     if dist not in ("uniform", "normal", "poisson"):
         raise DMLRuntimeError(f"rand: unsupported pdf '{pdf}' (uniform, normal or poisson)")
     lam_v = need_float(lam if lam is not None else 1.0, "rand", "lambda")
-    rng = _rng(seed)
     cells = r * c
     k = cells if spars >= 1.0 else int(round(spars * cells))
     # before drawing: rand(rows=Inf) is 2^63-1 rows, which would loop over its seeds for ever
@@ -149,6 +148,7 @@ def k_rand(rows: Any = 1, cols: Any = 1, min: Any = 0.0, max: Any = 1.0, sparsit
         return _fill(0.0, r, c)
     if dist != "poisson" and (spars >= 1.0 or EXACT_SPARSE_RAND):
         return _sds_rand(r, c, lo, hi, spars, dist, seed)
+    rng = _rng(seed)  # (here: NumPy's generators cost 10 ms to import, SystemDS's draws need none)
     if k == cells:
         return draw(cells).reshape(r, c)
     pos = np.sort(rng.choice(cells, size=k, replace=False)) if k else np.zeros(0, dtype=np.int64)
