@@ -42,10 +42,10 @@ from lafuse.fusion.cplan import (
     CNode,
     CPlan,
     row_kinds,
+    row_sparse,
 )
 
 ROW_AGGS = (NO_AGG, COL_AGG, FULL_AGG, COL_AGG_T, COL_AGG_B1_T)
-_SP_CONSUMERS = ("dot", "vecmat", "rowSums", "rowMins", "rowMaxs", "*", "/")
 
 
 @dataclass
@@ -64,40 +64,9 @@ class RowInfo:
 def analyze(plan: CPlan, c: Canon | None = None) -> RowInfo:
     c = c or canon(plan)
     info = RowInfo(c)
-    users: dict[int, list[CNode]] = {}
-    for n in c.order:
-        for ch in n.children:
-            users.setdefault(id(ch), []).append(n)
     info.kind = row_kinds(c.order)
-    # sparse form: the main row, and products/quotients of a sparse node by a non-sparse scalar
-    for n in c.order:
-        if n.op == "input" and n.access == MAIN:
-            info.sparse.add(id(n))
-        elif n.op in ("*", "/") and len(n.children) == 2:
-            a, b = n.children
-            if n.op == "*" and id(b) in info.sparse and id(a) not in info.sparse:
-                a, b = b, a
-            if id(a) in info.sparse and id(b) not in info.sparse:
-                info.sparse.add(id(n))
-                info.scale_of[id(n)] = b
-                if info.kind[id(b)] == "V":
-                    info.len1.append(b)
-    ok = True
-    for n in c.order:
-        for pos, ch in enumerate(n.children):
-            if id(ch) not in info.sparse:
-                continue
-            if n.op not in _SP_CONSUMERS or id(n) in info.sparse and ch is not _base(n, info):
-                ok = False
-            if n.op in ("*", "/") and id(n) not in info.sparse:
-                ok = False
-            if n.op == "vecmat" and pos != 0:
-                ok = False
-            if n.op == "dot" and all(id(x) in info.sparse for x in n.children):
-                ok = False
-    if plan.root2 is not None and id(plan.root2) in info.sparse:
-        ok = False
-    info.sparse_ok = ok
+    rs = row_sparse(c.order, info.kind, plan.root2)
+    info.sparse, info.scale_of, info.len1, info.sparse_ok = rs.sparse, rs.scale_of, rs.len1, rs.ok
     return info
 
 

@@ -55,7 +55,10 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     main_pos = next((int(n.arg) for n in nodes if n.op == "input" and n.access == C.MAIN), 0)  # type: ignore[call-overload]
     main = metas[main_pos]
     density = min(1.0, main.nz / main.cells) if main.matrix and main.cells > 0 else 1.0
-    exploit = plan.template == "outer" or (plan.sparse_safe and main.sparse)
+    row_len = _row_lengths(nodes, metas, main.cols) if plan.template == "row" else {}
+    sparse_nodes = _row_sparse_nodes(plan, nodes, row_len) if plan.template == "row" and main.sparse else None
+    exploit = plan.template == "outer" or (plan.sparse_safe and main.sparse and
+                                          (plan.template != "row" or sparse_nodes is not None))
     scale = density if exploit else 1.0
     read = 0.0
     for pos, m in enumerate(metas):
@@ -73,7 +76,12 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     dots = 1 if plan.agg == C.COL_AGG_B1_T else 0  # BLAS products over the main (block bodies)
     flops = 0.0
     vecops = 0 if plan.agg in (C.NO_AGG, C.FULL_AGG, C.COL_AGG) else 1  # the per-row outer product
-    row_len = _row_lengths(nodes, metas, main.cols) if plan.template == "row" else {}
+    # in a row plan over a CSR main, only the nodes that keep the main row's sparsity are computed at its
+    # non-zeros; the others (e.g. the row of U %*% t(V) in W * (U %*% t(V))) have their full length
+    # in every row. Before, the whole plan was priced at the non-zeros: ALS-CG's t(W * (U %*% t(V)) - X)
+    # %*% U over a 1% dense W was estimated to save 0.04 s a run and took seconds a call
+    at_nz = sparse_nodes if sparse_nodes is not None else set()
+    row_flops = 0.0  # vecmat products of per-row vectors, at BLAS-like speed
     for n in nodes:
         if n.op == "input" and n.access in (C.MAIN, C.CELL):
             vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
@@ -84,17 +92,23 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
             flops += 2.0 * metas[int(n.children[0].arg)].cols  # type: ignore[call-overload]
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
-            flops += 2.0 * b.rows * b.cols / max(main.cols, 1)
+            row_flops += main.rows * (scale if id(n.children[0]) in at_nz else 1.0) * 2.0 * b.rows * b.cols
             dots += 1
         elif plan.template == "row":  # over the node's vector per row; a per-row scalar is its vecop
             # (in a transposed block body a loop over the rows like any other node)
             length = row_len.get(id(n), 0.0)
             length = max(length, 1.0) if plan.narrow else length
-            op_cells += main.rows * scale * length * fused_weight(n.op, _exponent(n))
+            op_cells += main.rows * (scale if id(n) in at_nz else 1.0) * length * fused_weight(n.op, _exponent(n))
             row_cells += main.rows * length
         else:
             op_cells += cells * fused_weight(n.op, _exponent(n))
-    if plan.template == "row" and plan.narrow and not main.sparse:
+    # the transposed block body runs only while the inputs it reads cell by cell have at most
+    # NARROW_ROW_COLS columns (a run-time condition, runner_row.dense_mode); wider, a narrow plan runs
+    # its per-row body (KMeans' D <= rowMins(D) over X 1e6 x 50 priced as the block body: 0.05 s a
+    # call estimated, 0.31 s measured)
+    transposed = plan.template == "row" and plan.narrow and not main.sparse and \
+        all(metas[i].cols <= C.NARROW_ROW_COLS for i in C.cell_read_inputs(plan) if i < len(metas))
+    if transposed:
         # the transposed block body (codegen.gen_row_block): each BLAS product passes over the main's
         # block, and each node is a loop over the block's rows that stores its values and loads its
         # operands' at about the rate of an unfused element-wise operation on cached data. Measured
@@ -104,10 +118,23 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         compute = dots * mem_times(prof, main.bytes, 0.0)[0] + op_cells / fused_op_rate(prof) + \
             row_cells / prof.elementwise_rate
     elif plan.template == "row":
-        # vector operations run over the row's cells, matrix-vector work per row
-        per_row = K.FUSED_ROW_VECOP_TIME if main.sparse else K.FUSED_ROW_BLOCK_VECOP_TIME
-        compute = op_cells / fused_op_rate(prof) + cells * flops / prof.blas_flops * 4.0 + \
+        # vector operations run over the row's cells, matrix-vector work per row. A dense main runs the
+        # block body (BLAS per block) unless a CELL input is CSR: the row-major block reads CELL inputs
+        # in place, so with a CSR one the per-row body runs, which looks each cell of it up
+        # (csr_seek) and accumulates t(P) %*% Q as one outer product per row in a scalar loop
+        csr_cells = len([n for n in nodes if n.op == "input" and n.access == C.CELL
+                         and metas[int(n.arg)].sparse])  # type: ignore[call-overload]
+        block = not main.sparse and csr_cells == 0 and not plan.narrow  # (a kernel has one block form)
+        per_row = K.FUSED_ROW_BLOCK_VECOP_TIME if block else K.FUSED_ROW_VECOP_TIME
+        # vecmat per block through BLAS, per row in the primitives' scalar loops (an operation per FLOP)
+        compute = op_cells / fused_op_rate(prof) + row_flops / (prof.blas_flops / 4.0 if block else fused_op_rate(prof)) + \
             main.rows * vecops * per_row * kernel_slowdown(prof)
+        if plan.agg == C.COL_AGG_B1_T and plan.root2 is not None:
+            outer = 2.0 * main.rows * scale * max(row_len.get(id(plan.root), 1.0), 1.0) * \
+                max(row_len.get(id(plan.root2), 1.0), 1.0)
+            compute += outer / (prof.blas_flops / 4.0 if block else fused_op_rate(prof))
+        if not main.sparse and csr_cells:
+            compute += main.cells * csr_cells * K.FUSED_CSR_SEEK_TIME * kernel_slowdown(prof)
     else:
         if plan.mm >= 0:
             flops += 2.0 * metas[plan.mm].cols
@@ -121,6 +148,19 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     write = meta(out, hints).bytes if out is not None and out.dt == "matrix" else 0.0
     t_read, t_write = mem_times(prof, read, write)
     return prof.matrix_op_overhead + t_write + max(t_read, compute)
+
+
+def _row_sparse_nodes(plan: C.CPlan, nodes: list[C.CNode], row_len: dict[int, float]) -> set[int] | None:
+    """The nodes a row kernel computes at a CSR main row's non-zeros (C.row_sparse), or None when it
+    runs the densified mode: a plan whose sparse form does not hold, or whose sparse nodes scale the row
+    by a vector longer than 1 (the runner's mode-2 condition, with the lengths known here)."""
+    try:
+        rs = C.row_sparse(nodes, C.row_kinds(nodes), plan.root2)
+    except ValueError:
+        return None
+    if not rs.ok or any(row_len.get(id(x), 0.0) > 1.0 for x in rs.len1):
+        return None
+    return rs.sparse
 
 
 def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[int, float]:

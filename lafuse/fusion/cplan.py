@@ -240,6 +240,63 @@ def row_kinds(order: list[CNode]) -> dict[int, str]:
     return kind
 
 
+ROW_SPARSE_CONSUMERS = ("dot", "vecmat", "rowSums", "rowMins", "rowMaxs", "*", "/")
+
+
+@dataclass
+class RowSparse:
+    """Which nodes of a row plan keep a CSR main row's sparsity (the kernel's mode 2 computes them at
+    the row's non-zeros only): the main row, and products/quotients of such a node by a non-sparse
+    factor (``scale_of``). ``ok``: every consumer of a sparse node takes it as such; ``len1``: the
+    vector factors that must have length 1 at run time. The code generator and the cost model share it
+    (a plan priced as sparsity-exploiting must be one the kernel runs so)."""
+
+    sparse: set[int] = field(default_factory=set)
+    scale_of: dict[int, CNode] = field(default_factory=dict)
+    len1: list[CNode] = field(default_factory=list)
+    ok: bool = False
+
+
+def row_sparse(order: list[CNode], kind: dict[int, str], root2: CNode | None = None) -> RowSparse:
+    """The sparse form of a row plan's nodes (``order``: children before parents; ``kind``: row_kinds)."""
+    rs = RowSparse()
+    for n in order:
+        if n.op == "input" and n.access == MAIN:
+            rs.sparse.add(id(n))
+        elif n.op in ("*", "/") and len(n.children) == 2:
+            a, b = n.children
+            if n.op == "*" and id(b) in rs.sparse and id(a) not in rs.sparse:
+                a, b = b, a
+            if id(a) in rs.sparse and id(b) not in rs.sparse:
+                rs.sparse.add(id(n))
+                rs.scale_of[id(n)] = b
+                if kind[id(b)] == "V":
+                    rs.len1.append(b)
+    ok = True
+    for n in order:
+        for pos, ch in enumerate(n.children):
+            if id(ch) not in rs.sparse:
+                continue
+            if n.op not in ROW_SPARSE_CONSUMERS or id(n) in rs.sparse and ch is not sparse_base(n, rs):
+                ok = False
+            if n.op in ("*", "/") and id(n) not in rs.sparse:
+                ok = False
+            if n.op == "vecmat" and pos != 0:
+                ok = False
+            if n.op == "dot" and all(id(x) in rs.sparse for x in n.children):
+                ok = False
+    if root2 is not None and id(root2) in rs.sparse:
+        ok = False
+    rs.ok = ok
+    return rs
+
+
+def sparse_base(n: CNode, rs: RowSparse) -> CNode:
+    """The sparse operand of a sparse product/quotient node."""
+    a, b = n.children
+    return a if id(a) in rs.sparse and rs.scale_of[id(n)] is b else b
+
+
 def postorder(plan: CPlan) -> list[CNode]:
     """The plan's distinct nodes, children before parents."""
     out: list[CNode] = []
