@@ -65,7 +65,6 @@ def check(nbytes: float, what: str) -> None:
             f"raise memory_budget in a --config file")
 
 
-
 POPULATE_MIN_BYTES = 64 << 20  # below this, demand faults cost little next to the rest of a read
 
 

@@ -16,20 +16,20 @@ import tempfile
 import time
 from typing import Any
 
-# each script runs twice: over dense inputs and over CSR ones (density 0.05)
-SCRIPTS: tuple[str, ...] = (
-    "r = sum(X * Y * Z)",  # cell, full aggregate
-    "R = X * Y + Z",  # cell, no aggregate
-    "R = rowSums(X * Y)",  # cell, row aggregate
-    "R = colSums(X * Y)",  # cell, column aggregate
-    "a = sum(X * Y)\nb = sum(X * Z)\nr = a + b",  # multi-aggregate
-    "R = t(X) %*% (X %*% v)",  # row, mmchain (mode 4 over a dense X)
-    "R = t(X) %*% (X %*% V)",  # row, block body
-    "R = t(X) %*% (w * (X %*% V))",  # row, block body with a row vector
-    "R = rowSums(X * (X %*% V2))",  # row, row aggregate
-    "r = sum(X * log(U %*% t(V3) + 1e-15))",  # outer, full aggregate
-    "R = (X / (U %*% t(V3) + 1e-15)) %*% V3",  # outer, right product
-    "R = t(t(U) %*% (X / (U %*% t(V3) + 1e-15)))",  # outer, left product
+# (script, the variable it computes); each runs twice: over dense inputs and over CSR ones (density 0.05)
+SCRIPTS: tuple[tuple[str, str], ...] = (
+    ("r = sum(X * Y * Z)", "r"),  # cell, full aggregate
+    ("R = X * Y + Z", "R"),  # cell, no aggregate
+    ("R = rowSums(X * Y)", "R"),  # cell, row aggregate
+    ("R = colSums(X * Y)", "R"),  # cell, column aggregate
+    ("a = sum(X * Y)\nb = sum(X * Z)\nr = a + b", "r"),  # multi-aggregate
+    ("R = t(X) %*% (X %*% v)", "R"),  # row, mmchain (mode 4 over a dense X)
+    ("R = t(X) %*% (X %*% V)", "R"),  # row, block body
+    ("R = t(X) %*% (w * (X %*% V))", "R"),  # row, block body with a row vector
+    ("R = rowSums(X * (X %*% V2))", "R"),  # row, row aggregate
+    ("r = sum(X * log(U %*% t(V3) + 1e-15))", "r"),  # outer, full aggregate
+    ("R = (X / (U %*% t(V3) + 1e-15)) %*% V3", "R"),  # outer, right product
+    ("R = t(t(U) %*% (X / (U %*% t(V3) + 1e-15)))", "R"),  # outer, left product
 )
 ROWS, COLS, RANK = 300, 40, 4
 
@@ -66,8 +66,8 @@ def warm() -> tuple[int, float]:
         try:
             for sparse in (False, True):
                 vals = _inputs(sparse)
-                for text in SCRIPTS:
-                    run_dml(text, vals, ("r",) if text.startswith("r =") or "\nr =" in text else ("R",), cfg=cfg)
+                for text, output in SCRIPTS:
+                    run_dml(text, vals, (output,), cfg=cfg)
         finally:
             if before is None:
                 os.environ.pop("LAFUSE_CODEGEN_CACHE", None)

@@ -43,6 +43,7 @@ from lafuse.fusion.cplan import (
     CPlan,
     row_kinds,
     row_sparse,
+    sparse_base,
 )
 
 ROW_AGGS = (NO_AGG, COL_AGG, FULL_AGG, COL_AGG_T, COL_AGG_B1_T)
@@ -68,12 +69,6 @@ def analyze(plan: CPlan, c: Canon | None = None) -> RowInfo:
     rs = row_sparse(c.order, info.kind, plan.root2)
     info.sparse, info.scale_of, info.len1, info.sparse_ok = rs.sparse, rs.scale_of, rs.len1, rs.ok
     return info
-
-
-def _base(n: CNode, info: RowInfo) -> CNode:
-    """The sparse operand of a sparse product/quotient node."""
-    a, b = n.children
-    return a if id(a) in info.sparse and info.scale_of[id(n)] is b else b
 
 
 class Emitter:
@@ -122,7 +117,7 @@ class Emitter:
             return []  # COLVEC, SCALAR, MATRIX: kernel-level values
         ch = n.children
         if main_sparse and id(n) in info.sparse:
-            base = _base(n, info)
+            base = sparse_base(n, info.sparse, info.scale_of)
             b = base.op == "input" and base.access == MAIN
             kb = self.idx(base)
             sm, sd = ("1.0", "1.0") if b else (f"sm{kb}", f"sd{kb}")
@@ -238,7 +233,7 @@ def _consume_sparse(e: Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
         # t(X_i) %*% s and t(X_i) %*% W_i are matrix products: like SciPy's sparse product they
         # meet only the stored entries, so a NaN/Inf factor needs no dense fallback; only scales
         # inside the base (element-wise ops on the main row) keep their zero check
-        base = r if r.op == "input" else _base(r, e.info)
+        base = r if r.op == "input" else sparse_base(r, e.info.sparse, e.info.scale_of)
         checks = [] if base.op == "input" else [f"if not zero_safe(sm{e.idx(base)}, sd{e.idx(base)}):",
                                                  "    bad = True"]
     if plan.agg == NO_AGG:

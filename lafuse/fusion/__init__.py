@@ -206,9 +206,10 @@ def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] 
     page faults (``first_touch_bw``: 0.42 GB/s calibrated here, against 16 GB/s for reading). Blocks
     the process freed earlier can hold them without faults (``lafuse run`` keeps freed blocks in
     glibc's heap, cli.tune_malloc), but how much is free there is not known here, and its resident
-    size does not say (retained blocks stay resident): the growth is counted. Measured: ``sum(X*Y*Z)`` over 160 MB operands took 0.9 s more in its first
-    unfused run than in the next ones, and ``sum((X - W %*% H)^2)`` (400 MB intermediates) 1.1 s
-    for the subtraction alone, where the per-run estimate saw 0.07 s. The root's output is
+    size does not say (retained blocks stay resident): the growth is counted. Measured:
+    ``sum(X*Y*Z)`` over 160 MB operands took 0.9 s more in its first unfused run than in the next
+    ones, and ``sum((X - W %*% H)^2)`` (400 MB intermediates) 1.1 s for the subtraction alone,
+    where the per-run estimate saw 0.07 s. The root's output is
     allocated either way; transposes read through by their product are never allocated."""
     ids = {h.id for h in hops}
 

@@ -277,7 +277,7 @@ def row_sparse(order: list[CNode], kind: dict[int, str], root2: CNode | None = N
         for pos, ch in enumerate(n.children):
             if id(ch) not in rs.sparse:
                 continue
-            if n.op not in ROW_SPARSE_CONSUMERS or id(n) in rs.sparse and ch is not sparse_base(n, rs):
+            if n.op not in ROW_SPARSE_CONSUMERS or id(n) in rs.sparse and ch is not sparse_base(n, rs.sparse, rs.scale_of):
                 ok = False
             if n.op in ("*", "/") and id(n) not in rs.sparse:
                 ok = False
@@ -291,10 +291,10 @@ def row_sparse(order: list[CNode], kind: dict[int, str], root2: CNode | None = N
     return rs
 
 
-def sparse_base(n: CNode, rs: RowSparse) -> CNode:
-    """The sparse operand of a sparse product/quotient node."""
+def sparse_base(n: CNode, sparse: set[int], scale_of: dict[int, CNode]) -> CNode:
+    """The sparse operand of a sparse product/quotient node (``sparse``, ``scale_of``: RowSparse's)."""
     a, b = n.children
-    return a if id(a) in rs.sparse and rs.scale_of[id(n)] is b else b
+    return a if id(a) in sparse and scale_of[id(n)] is b else b
 
 
 def postorder(plan: CPlan) -> list[CNode]:

@@ -554,7 +554,7 @@ def test_cache_warm_compiles_every_template_in_a_throwaway_cache(tmp_path, monke
 
     user = tmp_path / "cache"
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(user))
-    monkeypatch.setattr(warm, "SCRIPTS", ("r = sum(X * Y * Z)", "R = t(X) %*% (X %*% V)"))
+    monkeypatch.setattr(warm, "SCRIPTS", (("r = sum(X * Y * Z)", "r"), ("R = t(X) %*% (X %*% V)", "R")))
     codegen.clear_memory_cache()
     before = codegen.cache_stats()["compiled"]
     out = io.StringIO()

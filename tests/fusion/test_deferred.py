@@ -12,11 +12,9 @@ from pathlib import Path
 
 from lafuse import config as cfgmod
 from lafuse import fusion
-from lafuse.compiler import Compiler
-from lafuse.hops.program import Dag, GenericBlock, iter_blocks
 
 from .conftest import PROFILE
-from .test_optimizer import basic_ops, fused
+from .test_optimizer import basic_ops, fused, loop_body
 
 # 2 x 2e6 cells of products per run of the loop body: savings of ~0.1 s over 20 runs (fixed
 # profile), between a disk-cache load (0.02 s) and a cold compile (1.3 s; Numba counted as started)
@@ -181,14 +179,6 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     fusion.DEFERRED.clear()
 
 
-def loop_dag(text: str, preamble: str) -> Dag:
-    """The loop body's DAG of ``preamble`` + a for loop around ``text``, as ``fused`` compiles it."""
-    cfg = cfgmod.Config(codegen=True, fusion="cost")
-    with cfgmod.using(cfg):
-        prog = Compiler(cfg).compile_text(preamble + "for (i in 1:20) {\n" + text + "\n}", "<test>")
-    return [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1].dag
-
-
 def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     """The intermediates a fused operator never allocates (X*Y and its product with Z, 32 MB at
     once here) would grow the process's memory in the block's first run: that page-fault time
@@ -196,7 +186,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     candidate pays for a load from the disk cache with it, not without it."""
     from lafuse.feedback import observed
 
-    dag = loop_dag(LOOP, SMALL)
+    dag = loop_body(LOOP, SMALL, cfgmod.Config(codegen=True, fusion="cost")).dag
     covered = [h for h in dag.hops() if h.op in ("*", "sum")]
     total = next(h for h in covered if h.op == "sum")
     assert fusion.intermediate_peak(covered, total) == 2 * 2000 * 1000 * 8  # X*Y and (X*Y)*Z

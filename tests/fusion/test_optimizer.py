@@ -37,12 +37,17 @@ def fused(text: str, strategy: str = "cost", stats: fusion.FusionStats | None = 
     algorithm: one cold kernel compile then pays off for the cost-based selector)."""
     cfg = cfgmod.Config(codegen=True, fusion=strategy, **cfg_kw)
     with cfgmod.using(cfg):
-        comp = Compiler(cfg)
-        prog = comp.compile_text(preamble + "for (i in 1:20) {\n" + text + "\n}", "<test>")
-        blocks = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)]
-        dag, _ = fusion.optimize(blocks[-1].dag, cfg, stats, weight=blocks[-1].weight, hints=HINTS)
+        body = loop_body(text, preamble, cfg)
+        dag, _ = fusion.optimize(body.dag, cfg, stats, weight=body.weight, hints=HINTS)
     hops = dag.hops()
     return [h for h in hops if h.kind == "spoof"], [f"{h.label()} [{h.dt}]" for h in hops if h.kind != "spoof"]
+
+
+def loop_body(text: str, preamble: str, cfg: cfgmod.Config) -> GenericBlock:
+    """The block of ``text`` inside a 20-iteration for loop after ``preamble``, compiled with ``cfg``."""
+    with cfgmod.using(cfg):
+        prog = Compiler(cfg).compile_text(preamble + "for (i in 1:20) {\n" + text + "\n}", "<test>")
+    return [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1]
 
 
 def basic_ops(labels: list[str], *ops: str) -> list[str]:
