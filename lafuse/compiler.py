@@ -108,13 +108,13 @@ class Compiler:
         table when the runtime lowers a block) gives it the non-zeros of the variables read."""
         if self.cfg.codegen and not fusion_cannot_pay(dag, weight, self.cfg):
             from lafuse import fusion
-            from lafuse.runtime.values import is_matrix, nnz
+            from lafuse.runtime.values import is_matrix, nnz_estimate
 
             if self.fusion_stats is None:
                 self.fusion_stats = fusion.FusionStats()
             hints = None
             if st is not None:
-                hints = {n: float(nnz(st[n])) for n in dag.reads() if n in st and is_matrix(st[n])}
+                hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
         plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend)
         plan.candidates = dag.candidates

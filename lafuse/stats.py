@@ -39,11 +39,11 @@ class Stats:
         and the actual non-zeros of the variables it reads; a call's body is recorded by its own
         instructions, so the call itself is its overhead."""
         from lafuse.cost import operators, profile
-        from lafuse.runtime.values import is_matrix, nnz
+        from lafuse.runtime.values import is_matrix, nnz_estimate
 
         if self.profile is None:
             self.profile = profile.load()
-        hints = {h.name: float(nnz(v)) for h, v in zip(ins.hop.inputs, args or [])
+        hints = {h.name: nnz_estimate(v) for h, v in zip(ins.hop.inputs, args or [])
                  if h.op == "tread" and h.name and h.nnz < 0 and is_matrix(v)}
         return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints).total
 

@@ -29,6 +29,7 @@ and for plans with a node no block form exists for (:func:`block_body` returns N
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,22 @@ from lafuse.fusion.cplan import (
     CPlan,
     cell_read_inputs,
 )
+
+_ZQ = re.compile(r"q \* z(\d+)")
+
+
+def zq_versions(lines: list[str]) -> list[str]:
+    """A loop nest over (r, q) twice: where every operand it broadcasts by ``q * z{k}`` has its full
+    length (all those z are 1) with plain ``q``, else as written. Why: a run-time stride factor keeps
+    LLVM from vectorizing the inner loop; measured on l2svm's ``t(X) %*% v`` consumer over 1e6 x 100
+    (one thread, 2048-row blocks): 130-170 ms as written, 66-88 ms versioned."""
+    zs = sorted({int(k) for line in lines for k in _ZQ.findall(line)})
+    if not zs:
+        return lines
+    cond = " and ".join(f"z{k} == 1" for k in zs)
+    return [f"if {cond}:", *(f"    {_ZQ.sub('q', line)}" for line in lines), "else:",
+            *(f"    {line}" for line in lines)]
+
 
 _ROW_AGG_FOLD = {"rowSums": ("0.0", "{a} + {e}"), "dot": ("0.0", "{a} + {e}"),
                  "rowMins": ("np.inf", "s_min({a}, {e})"), "rowMaxs": ("-np.inf", "s_max({a}, {e})")}
@@ -131,7 +148,7 @@ class _Block:
         if rv and vec and self.tr:
             return [f"for q in range(L{k}):", "    for r in range(R):", f"        {body}"]
         if rv and vec:
-            return ["for r in range(R):", f"    for q in range(L{k}):", f"        {body}"]
+            return zq_versions(["for r in range(R):", f"    for q in range(L{k}):", f"        {body}"])
         if rv:
             return ["q = 0", "for r in range(R):", f"    {body}"]
         if vec:
@@ -248,8 +265,8 @@ class _Block:
             if not self.rv[id(r)]:
                 return None
             lr = f"L{self.k(r)}" if self.vec(r) else "1"
-            return ["for r in range(R):", "    t_ = 0.0", f"    for q in range({lr}):", f"        t_ += {e}",
-                    "    s0, k0 = kadd(s0, k0, t_)"]
+            return zq_versions(["for r in range(R):", "    t_ = 0.0", f"    for q in range({lr}):",
+                                f"        t_ += {e}", "    s0, k0 = kadd(s0, k0, t_)"])
         assert plan.agg == COL_AGG_B1_T and plan.root2 is not None
         a, b = self.arr_t(r), self.arr(plan.root2)
         if a is None or b is None or not (self.rv[id(r)] and self.rv[id(plan.root2)]):

@@ -54,6 +54,20 @@ def nnz(m: Matrix) -> int:
     return int(np.count_nonzero(m))
 
 
+def nnz_estimate(m: Matrix) -> float:
+    """Non-zeros for the cost model's hints: a CSR value's stored count, and for a large dense block
+    the count of a strided sample of rows (1 in 16) scaled up. An exact count reads every cell: 50-70
+    ms for L2SVM's 800 MB X, at every dynamic recompilation of the loop body that reads it, to feed
+    an estimate that needs two digits at most."""
+    if sp.issparse(m):
+        return float(m.nnz)
+    rows = m.shape[0]
+    if m.size < SAMPLE_CELLS or rows < 64:
+        return float(np.count_nonzero(m))
+    sample = m[::16]
+    return float(np.count_nonzero(sample)) * rows / sample.shape[0]
+
+
 def to_dense(m: Matrix) -> np.ndarray:
     if sp.issparse(m):
         return np.asarray(m.toarray(), dtype=np.float64)

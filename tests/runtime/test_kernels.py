@@ -270,6 +270,22 @@ def test_sparse_multiply_ignores_nan_in_dense_operand_like_systemds():
 
 
 
+def test_nnz_estimate_of_cost_hints():
+    """The cost model's non-zero hints: exact below the sample size and for CSR (stored count),
+    within a few percent for a large dense block (a 1-in-16 row sample), never negative."""
+    from lafuse.runtime.values import SAMPLE_CELLS, nnz, nnz_estimate
+
+    rng = np.random.default_rng(3)
+    small = rng.random((100, 10)) * (rng.random((100, 10)) < 0.3)
+    assert nnz_estimate(small) == nnz(small)
+    c = sp.csr_array(small)
+    assert nnz_estimate(c) == nnz(c)
+    big = rng.random((SAMPLE_CELLS // 50 + 7, 100)) * (rng.random((SAMPLE_CELLS // 50 + 7, 100)) < 0.4)
+    assert abs(nnz_estimate(big) - nnz(big)) < 0.03 * nnz(big)
+    assert nnz_estimate(np.zeros((SAMPLE_CELLS, 2))) == 0.0
+    assert nnz_estimate(np.zeros((0, 5))) == 0.0
+
+
 def test_column_vectors_stay_dense_like_systemds():
     """SystemDS keeps a one-column matrix dense in memory whatever its sparsity
     (MatrixBlock.evalSparseFormatInMemory), so a zero of a mostly-zero column vector does not
