@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import os
+import re
 import subprocess
 import sys
 
