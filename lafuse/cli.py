@@ -285,6 +285,15 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         return 0
     prog = comp.compile_text(text, path)
     sources.update(prog.sources)
+    if prestart and ns.cmd == "run":
+        from lafuse.feedback import prestart as numba_start
+
+        if not numba_start.started() and numba_start.first_run(text, cfg.fusion):
+            nbytes = _file_bytes(prog)
+            if nbytes >= numba_start.COMPILE_READ_BYTES:
+                from lafuse.memory import human
+
+                numba_start.start(compile_ready=True, why=f"a first run of the script, reading {human(nbytes)}")
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program
 
@@ -381,6 +390,20 @@ def _calibrate_later(cfg: Any) -> Any:
 
     path = profile.profile_path()
     return None if profile.valid(path) else path
+
+
+def _file_bytes(prog: Any) -> int:
+    """Size of the files the script reads by literal paths (the matrices' sizes are not known before
+    they are read: a .npy header is read with the data)."""
+    from lafuse.hops.program import read_paths
+
+    total = 0
+    for p in read_paths(prog):
+        try:
+            total += os.path.getsize(p)
+        except OSError:  # (missing: the read reports it)
+            pass
+    return total
 
 
 def _spawn_deferred(cfg: Any) -> None:

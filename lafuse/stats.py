@@ -111,11 +111,17 @@ class Stats:
         out.append(f"Codegen kernels: compiled {c.get('compiled', 0)} ({c.get('compile_time_cold', 0.0):.3f} sec.), "
                    f"disk cache hits {c.get('disk_hits', 0)} ({c.get('compile_time_warm', 0.0):.3f} sec.), "
                    f"memory cache hits {c.get('mem_hits', 0)}; importing Numba {c.get('import_time', 0.0):.3f} sec."
-                   + (" (begun at launch in the background: the script's last run used kernels)"
-                      if getattr(sys.modules.get("lafuse.feedback.prestart"), "started", lambda: False)() else ""))
+                   + _prestart_note())
         per = sorted(c.get("per_kernel", {}).items(), key=lambda kv: -(kv[1]["cold"] + kv[1]["warm"]))
         for key, t in per[:MAX_KERNEL_LINES]:
             out.append(f"  kernel {key[:16]}: cold compile {t['cold']:.3f} sec., disk-cache load {t['warm']:.3f} sec.")
         if len(per) > MAX_KERNEL_LINES:
             out.append(f"  ... {len(per) - MAX_KERNEL_LINES} more kernels")
         return out
+
+
+def _prestart_note() -> str:
+    import sys
+
+    why = getattr(sys.modules.get("lafuse.feedback.prestart"), "reason", lambda: "")()
+    return f" (begun in the background before it was needed: {why})" if why else ""

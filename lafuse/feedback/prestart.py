@@ -16,6 +16,11 @@ often uses none, and an import it does not need slows its main thread, 37 -> 89 
 50 ms script). The thread imports only Numba (never a lafuse module, so it
 cannot deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits
 for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
+
+A first run of a script (nothing recorded) that reads at least COMPILE_READ_BYTES of matrices from
+files is expected to compile kernels: fusion pays on data that size. Its thread starts after the
+static compile (which knows the sizes from the files' metadata) and also loads what Numba's compiler
+needs before its first compile, while the main thread reads the files.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from lafuse.feedback.observed import cache_path, read_feedback, write_json
 FILE = "prestart.json"
 MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
 SWITCH_INTERVAL = 2e-4  # s, the interpreter's switch interval while the import runs
+COMPILE_READ_BYTES = 32 << 20  # a first run reading this much is expected to compile kernels
 
 _THREAD: list[threading.Thread] = []
+_WHY: list[str] = []  # why it was started (--stats)
 
 
 def _key(text: str, policy: str) -> str:
@@ -72,7 +79,7 @@ def record(text: str, policy: str, kernels: int) -> None:
     write_json(cache_path(FILE), data)
 
 
-def _import_numba() -> None:
+def _import_numba(compile_ready: bool) -> None:
     old = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
@@ -81,22 +88,42 @@ def _import_numba() -> None:
         from numba.core.runtime import rtsys
 
         rtsys.initialize(cpu_target.target_context)
+        if compile_ready:
+            from numba.core.compiler_lock import global_compiler_lock
+
+            with global_compiler_lock:  # (what Numba's compiler does first, under the same lock)
+                cpu_target.typing_context.refresh()
+                cpu_target.target_context.refresh()
     except Exception:  # noqa: BLE001 - the main thread's own import reports any real problem
         pass
     finally:
         sys.setswitchinterval(old)
 
 
-def start() -> None:
-    """Begin importing Numba on a background thread (once per process)."""
+def first_run(text: str, policy: str) -> bool:
+    """No run of this script under this fusion policy has been recorded."""
+    return _key(text, policy) not in _read()
+
+
+def start(compile_ready: bool = False, why: str = "the script's last run used kernels") -> None:
+    """Begin importing Numba on a background thread (once per process); ``compile_ready`` also loads
+    the implementation registries Numba's compiler installs before its first compile (0.3-0.4 s of
+    a process's first cold compile, measured in ``sum(X * Y * Z)``), for a run expected to compile."""
     if not _THREAD and "numba" not in sys.modules:
-        t = threading.Thread(target=_import_numba, name="lafuse-numba-start", daemon=True)
+        _WHY.append(why)
+        t = threading.Thread(target=_import_numba, args=(compile_ready,), name="lafuse-numba-start",
+                             daemon=True)
         _THREAD.append(t)
         t.start()
 
 
 def started() -> bool:
     return bool(_THREAD)
+
+
+def reason() -> str:
+    """Why the background start began ("" if it did not)."""
+    return _WHY[0] if _WHY else ""
 
 
 def join() -> None:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from lafuse import config as cfgmod
 from lafuse import fusion
 
@@ -308,7 +310,7 @@ def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path)
         return subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", *flags],
                               env={**env, **extra}, capture_output=True, text=True, check=True).stdout
 
-    note = "begun at launch in the background"
+    note = "begun in the background before it was needed: the script's last run used kernels"
     first = run("--fusion", "fuse-all")
     assert "spoofCell" in first and note not in first
     second = run("--fusion", "fuse-all")
@@ -323,3 +325,30 @@ def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path)
     assert note not in run()
     assert sorted(json.loads((tmp_path / "cache" / prestart.FILE).read_text()).values()) == [0, 1]
     assert note in run("--fusion", "fuse-all")
+
+
+def test_first_run_reading_large_files_readies_numba_to_compile_while_it_reads(tmp_path):
+    # feedback.prestart: a script's first run (nothing recorded) that reads COMPILE_READ_BYTES of files
+    # starts Numba and its compiler's registries in the background; a small read does not
+    from lafuse.feedback import prestart
+
+    big = tmp_path / "big.npy"
+    n = prestart.COMPILE_READ_BYTES // (8 * 1000) + 1
+    np.save(big, np.full((n, 1000), 0.5))
+    small = tmp_path / "small.npy"
+    np.save(small, np.full((20, 10), 0.5))
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache"), "LAFUSE_PROFILE": str(PROFILE),
+           "LAFUSE_NUMBA_PRESTART": "1"}
+
+    def run(path: Path) -> str:
+        script = tmp_path / f"{path.stem}.dml"
+        script.write_text(f'X = read("{path}")\nfor (i in 1:2) {{\n  r = sum(X * (1 - X) * 3)\n}}\nprint(r)\n')
+        return subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", "--fusion", "fuse-all",
+                               "--no-background"], env=env, capture_output=True, text=True, check=True).stdout
+
+    first = run(big)
+    assert "a first run of the script, reading" in first and "spoofCell" in first
+    assert _value(first) == 0.75 * n * 1000  # 0.5 * 0.5 * 3 per cell
+    second = run(big)
+    assert "the script's last run used kernels" in second and _value(second) == _value(first)
+    assert "begun in the background" not in run(small)
