@@ -63,6 +63,8 @@ FUSED_CSR_SEEK_TIME = 3.5e-9
 # compiling the primitives before a cold compile (first cold compile 2.6-3.0 s)
 NUMBA_START_WARM = 0.25
 NUMBA_START_COLD = 1.6
+# s, the import part of both (what a background start, feedback.prestart, takes off them)
+NUMBA_IMPORT_TIME = 0.16
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
 # the compiler skips the fusion optimizer (and its ~70 ms import) for a block run once whose every
 # intermediate, written and read at first-touch speed, costs this many times less than one kernel load:

@@ -189,10 +189,16 @@ def fused_op_rate(prof: HardwareProfile) -> float:
     return K.FUSED_OP_RATE / kernel_slowdown(prof)
 
 
-def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True) -> float:
+def numba_start(cached: bool, imported: bool = False) -> float:
+    """Numba's start-up paid by the first kernel of a process, less its import when that is done or
+    under way already (a background start, feedback.prestart: the first load's NRT init and BLAS
+    setters, or a first compile's LLVM init, remain)."""
+    return (K.NUMBA_START_WARM if cached else K.NUMBA_START_COLD) - (K.NUMBA_IMPORT_TIME if imported else 0.0)
+
+
+def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True, imported: bool = False) -> float:
     """One-time cost of a kernel: its cold compile, or its load from the on-disk plan cache (paper 000
     Table 3: compilation overhead); the first kernel of a process also pays Numba's start-up."""
-    if cached:
-        return K.CODEGEN_WARM_LOAD_TIME + (0.0 if numba_started else K.NUMBA_START_WARM)
-    return prof.codegen_compile_time + (0.0 if numba_started else K.NUMBA_START_COLD)
+    start = 0.0 if numba_started else numba_start(cached, imported)
+    return (K.CODEGEN_WARM_LOAD_TIME if cached else prof.codegen_compile_time) + start
 

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, NUMBA_START_COLD, NUMBA_START_WARM
-from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
+from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost, numba_start
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import observed
@@ -127,7 +127,14 @@ def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
 
 
 def _numba_started() -> bool:
-    """Whether this process has paid Numba's start-up already (a kernel compiled or loaded)."""
+    """Whether this process has paid Numba's start-up already (a kernel compiled or loaded). Numba
+    imported is not enough: a background start (feedback.prestart) imports it before any kernel, and
+    the first load still pays the rest (the import alone is NUMBA_IMPORT_TIME of NUMBA_START_WARM)."""
+    cg = sys.modules.get("lafuse.codegen")
+    return cg is not None and hasattr(cg, "cache_stats") and bool(cg.cache_stats()["per_kernel"])
+
+
+def _numba_imported() -> bool:
     return "numba" in sys.modules
 
 
@@ -168,7 +175,7 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
     with ``keys`` (config ``fusion_observed``), which collects the keys of all operators considered.
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
-    started = _numba_started()
+    started, imported = _numba_started(), _numba_imported()
     weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]] = []
     for op in ops:
         assert op.plan is not None
@@ -183,17 +190,17 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         once = intermediate_peak(hops, out_hop, hints) / prof.first_touch_bw
         weighed.append((op, op.plan, key, per_run, per_run * runs + once, _kernel_cached(op.plan)))
-    in_dag = not started and _start_shared_here(weighed, prof)
+    in_dag = not started and _start_shared_here(weighed, prof, imported)
     for op, plan, key, per_run, saving, cached in weighed:
         shared = in_dag and saving >= compile_penalty(cached, prof, True)
         if keys is not None:
             observed.SAVINGS[key] = per_run
             shared = shared or cached and not started and observed.start_shared(key, CODEGEN_WARM_LOAD_TIME,
-                                                                                  NUMBA_START_WARM)
+                                                                                  numba_start(True, imported))
         st.start_shared += shared
-        if saving < compile_penalty(cached, prof, started or shared):
+        if saving < compile_penalty(cached, prof, started or shared, imported):
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
-            if defer and not cached and saving >= compile_penalty(True, prof, started):
+            if defer and not cached and saving >= compile_penalty(True, prof, started, imported):
                 st.deferred += key not in DEFERRED
                 DEFERRED.setdefault(key, plan)
     return frozenset(out)
@@ -222,7 +229,7 @@ def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] 
 
 
 def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]],
-                       prof: HardwareProfile) -> bool:
+                       prof: HardwareProfile, imported: bool = False) -> bool:
     """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
     start: the start is paid once per process, so it is weighed against the sum of their net savings,
     not charged to each operator alone (which left ALS-CG's CG-loop kernels unfused: each saved less
@@ -231,8 +238,7 @@ def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, float, float, 
     paying = [(n, c) for n, c in net if n > 0.0]
     if not paying:
         return False
-    start = NUMBA_START_WARM if all(c for _, c in paying) else NUMBA_START_COLD
-    return sum(n for n, _ in paying) >= start
+    return sum(n for n, _ in paying) >= numba_start(all(c for _, c in paying), imported)
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:
