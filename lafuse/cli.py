@@ -268,12 +268,10 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             print(f"lafuse: {e.message}", file=sys.stderr)
             return 1
     sources[path] = text
-    prestart = ns.cmd == "run" and cfg.codegen and cfg.codegen_backend == "numba" and cfg.numba_prestart
+    prestart = ns.cmd == "run" and cfg.numba_prestart  # background imports (feedback.prestart)
+    numba = cfg.codegen and cfg.codegen_backend == "numba"
     if prestart:
-        from lafuse.feedback import prestart as numba_start
-
-        if numba_start.wanted(text, cfg.fusion):
-            numba_start.start()
+        _prestart_at_launch(text, cfg.fusion if numba else None)
     if ns.cmd == "explain" and ns.until == "parsed":
         from lafuse.lang.parser import parse
 
@@ -285,15 +283,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         return 0
     prog = comp.compile_text(text, path)
     sources.update(prog.sources)
-    if prestart and ns.cmd == "run":
-        from lafuse.feedback import prestart as numba_start
-
-        if not numba_start.started() and numba_start.first_run(text, cfg.fusion):
-            nbytes = _file_bytes(prog)
-            if nbytes >= numba_start.COMPILE_READ_BYTES:
-                from lafuse.memory import human
-
-                numba_start.start(compile_ready=True, why=f"a first run of the script, reading {human(nbytes)}")
+    if prestart:
+        _prestart_first_run(text, cfg.fusion if numba else None, prog)
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program
 
@@ -323,18 +314,54 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         _spawn_deferred(cfg)
         _save_observed(cfg)
         if prestart:
-            _record_kernels_used(text, cfg.fusion)
+            _record_kernels_used(text, cfg.fusion if numba else None)
     return 0
 
 
-def _record_kernels_used(text: str, policy: str) -> None:
-    """Remember whether this run used kernels, so the next run of the script starts Numba at launch
-    (feedback.prestart); wait for a background start still running (never exit mid-import)."""
+def _prestart_at_launch(text: str, policy: str | None) -> None:
+    """Begin the imports the script's last run needed (SciPy's sparse module; Numba, ``policy`` being
+    the fusion policy when Numba kernels may run) on a background thread."""
     from lafuse.feedback import prestart
 
-    codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
+    if prestart.wanted(text, prestart.SPARSE):
+        prestart.start_sparse("the script's last run used sparse matrices")
+    if policy is not None and prestart.wanted(text, policy):
+        prestart.start()
+
+
+def _prestart_first_run(text: str, policy: str | None, prog: Any) -> None:
+    """A first run that reads COMPILE_READ_BYTES of files: begin the imports it will likely need."""
+    from lafuse.feedback import prestart
+
+    sparse_first = prestart.first_run(text, prestart.SPARSE)
+    compile_first = policy is not None and not prestart.started() and prestart.first_run(text, policy)
+    if not (sparse_first or compile_first):
+        return
+    nbytes = _file_bytes(prog)
+    if nbytes < prestart.COMPILE_READ_BYTES:
+        return
+    from lafuse.memory import human
+
+    why = f"a first run of the script, reading {human(nbytes)}"
+    if sparse_first:
+        prestart.start_sparse(why)
+    if compile_first:
+        prestart.start(compile_ready=True, why=why)
+
+
+def _record_kernels_used(text: str, policy: str | None) -> None:
+    """Remember whether this run used kernels and sparse matrices, so the next run of the script
+    starts Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background start
+    still running (never exit mid-import)."""
+    from lafuse.feedback import prestart
+    from lafuse.runtime.sparse import sp
+
+    counts = {prestart.SPARSE: int(type(sp).used)}
+    if policy is not None:
+        codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
+        counts[policy] = len(codegen.cache_stats()["per_kernel"]) if codegen is not None else 0
     try:
-        prestart.record(text, policy, len(codegen.cache_stats()["per_kernel"]) if codegen is not None else 0)
+        prestart.record(text, counts)
     except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
         print(f"lafuse: warning: kernels used by this run not recorded: {e}", file=sys.stderr)
     prestart.join()

@@ -13,11 +13,17 @@ from typing import Any
 
 class _LazySparse:
     def issparse(self, x: Any) -> bool:
-        m = sys.modules.get("scipy.sparse")
-        return m is not None and m.issparse(x)
+        # (a module still being imported, e.g. by feedback.prestart's thread, has no sparse values
+        # yet: this thread's first one waits for the import to finish)
+        f = getattr(sys.modules.get("scipy.sparse"), "issparse", None)
+        return f is not None and f(x)
+
+    used = False  # a runtime operation asked for SciPy's sparse module (feedback.prestart records it)
 
     def __getattr__(self, name: str) -> Any:
         import scipy.sparse as mod
+
+        _LazySparse.used = True
 
         value = getattr(mod, name)
         if name != "issparse":

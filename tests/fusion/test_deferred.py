@@ -325,13 +325,13 @@ def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path)
     assert note in second and "disk cache hits 1 " in second and _value(first) == _value(second)
     assert note not in run("--fusion", "fuse-all", LAFUSE_NUMBA_PRESTART="0")
     recorded = json.loads((tmp_path / "cache" / prestart.FILE).read_text())
-    assert list(recorded.values()) == [1]
+    assert sorted(recorded.values()) == [0, 1]  # fuse-all's kernel; no sparse matrix
     # the record is per fusion policy: a cost-based run after fuse-all's does not start Numba (tiny
     # inputs stay unfused: it uses no kernel), and records 0 for its own policy
     third = run()
     assert "spoofCell" not in third and note not in third
     assert note not in run()
-    assert sorted(json.loads((tmp_path / "cache" / prestart.FILE).read_text()).values()) == [0, 1]
+    assert sorted(json.loads((tmp_path / "cache" / prestart.FILE).read_text()).values()) == [0, 0, 1]
     assert note in run("--fusion", "fuse-all")
 
 
@@ -360,3 +360,33 @@ def test_first_run_reading_large_files_readies_numba_to_compile_while_it_reads(t
     second = run(big)
     assert "the script's last run used kernels" in second and _value(second) == _value(first)
     assert "begun in the background" not in run(small)
+
+
+def test_runs_record_sparse_use_and_the_next_run_imports_scipy_sparse_at_launch(tmp_path, monkeypatch):
+    # feedback.prestart: a run that made a sparse value records it (SPARSE); a dense one records 0
+    from lafuse.feedback import prestart
+
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache"), "LAFUSE_PROFILE": str(PROFILE),
+           "LAFUSE_NUMBA_PRESTART": "1"}
+    scripts = {"sparse": "X = rand(rows=300, cols=300, sparsity=0.01, seed=3)\nprint(sum(X))\n",
+               "dense": "X = rand(rows=30, cols=30, seed=3)\nprint(sum(X))\n"}
+    for name, text in scripts.items():
+        path = tmp_path / f"{name}.dml"
+        path.write_text(text)
+        subprocess.run([sys.executable, "-m", "lafuse", "run", str(path), "--no-codegen"], env=env,
+                       capture_output=True, text=True, check=True)
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
+    assert prestart.wanted(scripts["sparse"], prestart.SPARSE)
+    assert not prestart.wanted(scripts["dense"], prestart.SPARSE)
+    assert not prestart.first_run(scripts["dense"], prestart.SPARSE)
+
+
+def test_a_scipy_sparse_still_being_imported_holds_no_sparse_values(monkeypatch):
+    # the background import (feedback.prestart) puts a partly initialized scipy.sparse in sys.modules;
+    # issparse must not touch its missing attributes (no sparse value can exist before it finishes)
+    import types
+
+    from lafuse.runtime.sparse import sp
+
+    monkeypatch.setitem(sys.modules, "scipy.sparse", types.ModuleType("scipy.sparse"))
+    assert sp.issparse(np.zeros((2, 2))) is False
