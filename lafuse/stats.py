@@ -21,18 +21,47 @@ class Stats:
     recompiles: int = 0
     recompile_time: float = 0.0
     functions_called: int = 0
-    op_time: dict[str, float] = field(default_factory=dict)
-    op_count: dict[str, int] = field(default_factory=dict)
-    op_est: dict[str, float] = field(default_factory=dict)  # cost-model seconds per opcode, as executed
+    # the instructions that ran (each accumulates its own time and count: interp.exec_plan)
+    ran: list[Any] = field(default_factory=list)
     estimated_total: float | None = None  # whole-program estimate made before running (if any)
     estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
     fusion: Any = None  # lafuse.fusion.FusionStats of the run (codegen on)
 
-    def record(self, opcode: str, seconds: float, est: float = 0.0) -> None:
-        self.op_time[opcode] = self.op_time.get(opcode, 0.0) + seconds
-        self.op_count[opcode] = self.op_count.get(opcode, 0) + 1
-        self.op_est[opcode] = self.op_est.get(opcode, 0.0) + est
+    def first_run(self, ins: Any, args: list[Any]) -> None:
+        """An instruction's first execution under these statistics: it joins ``ran`` with zeroed
+        counters (an instruction of a plan another run executed restarts them) and gets its cost
+        estimate. Why per instruction: three dictionary updates per executed instruction cost ~1 us,
+        a visible part of a mini-batch loop of small operations."""
+        ins.stats_of, ins.t_sum, ins.runs = self, 0.0, 0
+        self.ran.append(ins)
+        if ins.est is None:
+            ins.est = self.estimate(ins, args)
+
+    def _by_opcode(self) -> tuple[dict[str, float], dict[str, int], dict[str, float]]:
+        t: dict[str, float] = {}
+        c: dict[str, int] = {}
+        e: dict[str, float] = {}
+        for ins in self.ran:
+            op = ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"]
+            t[op] = t.get(op, 0.0) + ins.t_sum
+            c[op] = c.get(op, 0) + ins.runs
+            e[op] = e.get(op, 0.0) + ins.runs * (ins.est or 0.0)
+        return t, c, e
+
+    @property
+    def op_time(self) -> dict[str, float]:
+        return self._by_opcode()[0]
+
+    @property
+    def op_count(self) -> dict[str, int]:
+        """Executions per opcode (``fcall <name>`` per called function)."""
+        return self._by_opcode()[1]
+
+    @property
+    def op_est(self) -> dict[str, float]:
+        """Cost-model seconds per opcode, as executed."""
+        return self._by_opcode()[2]
 
     def estimate(self, ins: Any, args: list[Any] | None = None) -> float:
         """The cost model's seconds for one executed instruction, from its HOP's (re)compiled sizes
@@ -48,8 +77,9 @@ class Stats:
         return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints).total
 
     def heavy_hitters(self, n: int = 10) -> list[tuple[str, float, int]]:
-        items = sorted(self.op_time.items(), key=lambda kv: -kv[1])[:n]
-        return [(op, t, self.op_count[op]) for op, t in items]
+        times, counts, _ = self._by_opcode()
+        items = sorted(times.items(), key=lambda kv: -kv[1])[:n]
+        return [(op, t, counts[op]) for op, t in items]
 
     def render(self, n: int = 10) -> str:
         total = time.perf_counter() - self.start
@@ -65,13 +95,14 @@ class Stats:
             f"Heavy hitter instructions (top {n}):",
         ]
         hh = self.heavy_hitters(n)
+        op_est = self.op_est
         w = max([len(op) for op, _, _ in hh] + [11])
         lines.append(f"  {'#':>3}  {'Instruction':<{w}}  {'Time(s)':>9}  {'Count':>7}  {'Est(s)':>9}  {'Est/Time':>8}")
         for i, (op, t, c) in enumerate(hh, 1):
             if op.startswith("fcall "):  # measured time includes the body; its estimate does not
                 est = ratio = "-"
             else:
-                e = self.op_est.get(op, 0.0)
+                e = op_est.get(op, 0.0)
                 est, ratio = f"{e:.3f}", (f"{e / t:.2f}" if t > 0 else "-")
             lines.append(f"  {i:>3}  {op:<{w}}  {t:>9.3f}  {c:>7}  {est:>9}  {ratio:>8}")
         if self.estimated_total is not None:

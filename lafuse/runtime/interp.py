@@ -205,10 +205,10 @@ class Interpreter:
                 if check:
                     _check_metadata(ins.hop, regs[ins.out])
                 if stats is not None:
-                    if ins.est is None:
-                        ins.est = stats.estimate(ins, args)
-                    stats.record(ins.opcode if ins.opcode != "fcall" else "fcall " + ins.hop.params["fname"],
-                                 time.perf_counter() - t0, ins.est)
+                    if ins.stats_of is not stats:
+                        stats.first_run(ins, args)
+                    ins.t_sum += time.perf_counter() - t0
+                    ins.runs += 1
             except DMLError as e:
                 raise e.with_span(ins.hop.span) from None
             except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, MemoryError,

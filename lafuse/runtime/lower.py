@@ -35,6 +35,10 @@ class Instruction:
     cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
     inplace: bool = False  # lix that may update its target in place (see interp._lix_inplace)
     est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
+    # --stats: the run's statistics this instruction's counters belong to, its time and executions
+    stats_of: Any = None
+    t_sum: float = 0.0
+    runs: int = 0
 
     def render(self) -> str:
         ins = " ".join(f"_r{a}" for a in self.args)

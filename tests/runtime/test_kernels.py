@@ -635,6 +635,14 @@ def test_right_indexing():
     assert_same(rix(S, 10, 50, 3, 80), D(S)[9:50, 2:80])
     assert_same(rix(S, 7, 7, None, None), D(S)[6:7])
     assert rix(np.zeros((0, 3)), 1, 0, 2, 2).shape == (0, 1)
+    # whole rows by integer bounds (mini-batches): a view, with or without the column bounds
+    for cb in ((None, None), (1, 3)):
+        v = rix(A, 2, 3, *cb)
+        assert_same(v, A[1:3])
+        assert np.shares_memory(v, A)
+    assert rix(A, 1, 3, None, None) is A
+    with pytest.raises(DMLRuntimeError, match=r"\[2:4,1:3\]"):
+        rix(A, 2, 4, None, None)
 
 
 def test_left_indexing():
