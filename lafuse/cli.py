@@ -283,8 +283,6 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         return 0
     prog = comp.compile_text(text, path)
     sources.update(prog.sources)
-    if prestart:
-        _prestart_first_run(text, cfg.fusion if numba else None, prog)
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program
 
@@ -327,26 +325,6 @@ def _prestart_at_launch(text: str, policy: str | None) -> None:
         prestart.start_sparse("the script's last run used sparse matrices")
     if policy is not None and prestart.wanted(text, policy):
         prestart.start()
-
-
-def _prestart_first_run(text: str, policy: str | None, prog: Any) -> None:
-    """A first run that reads COMPILE_READ_BYTES of files: begin the imports it will likely need."""
-    from lafuse.feedback import prestart
-
-    sparse_first = prestart.first_run(text, prestart.SPARSE)
-    compile_first = policy is not None and not prestart.started() and prestart.first_run(text, policy)
-    if not (sparse_first or compile_first):
-        return
-    nbytes = _file_bytes(prog)
-    if nbytes < prestart.COMPILE_READ_BYTES:
-        return
-    from lafuse.memory import human
-
-    why = f"a first run of the script, reading {human(nbytes)}"
-    if sparse_first:
-        prestart.start_sparse(why)
-    if compile_first:
-        prestart.start(compile_ready=True, why=why)
 
 
 def _record_kernels_used(text: str, policy: str | None) -> None:
@@ -417,20 +395,6 @@ def _calibrate_later(cfg: Any) -> Any:
 
     path = profile.profile_path()
     return None if profile.valid(path) else path
-
-
-def _file_bytes(prog: Any) -> int:
-    """Size of the files the script reads by literal paths (the matrices' sizes are not known before
-    they are read: a .npy header is read with the data)."""
-    from lafuse.hops.program import read_paths
-
-    total = 0
-    for p in read_paths(prog):
-        try:
-            total += os.path.getsize(p)
-        except OSError:  # (missing: the read reports it)
-            pass
-    return total
 
 
 def _spawn_deferred(cfg: Any) -> None:

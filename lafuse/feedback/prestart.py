@@ -13,20 +13,19 @@ Which scripts: ``prestart.json`` next to the plan cache maps a digest of the scr
 fusion policy to the number of kernels its last run under that policy used (whether a run uses
 kernels depends on the policy: a cost-based run that follows a fuse-all run of the same script
 often uses none, and an import it does not need slows its main thread, 37 -> 89 ms measured on a
-50 ms script). The thread imports only Numba (never a lafuse module, so it
-cannot deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits
-for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
-
-A first run of a script (nothing recorded) that reads at least COMPILE_READ_BYTES of files is
-expected to compile kernels: fusion pays on data that size. Its thread starts after the static
-compile (which has the file paths) and also loads what Numba's compiler needs before its first
-compile, while the main thread reads the files.
+50 ms script). The thread imports only Numba and SciPy (never a lafuse module, so it cannot
+deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
 
 SciPy's sparse module the same way (record SPARSE): lafuse imports it on the first sparse value
 (runtime.sparse), and that import, 0.18-0.25 s, landed inside the run, e.g. in KMeans' first
 ``D <= rowMins(D)`` (a CSR result): 0.245 s for that call, 8-12 ms for the next ones. It is begun at
-launch when the script's last run used sparse values, and on a first run that reads as much as
-above. One thread runs the imports in turn.
+launch when the script's last run used sparse values. One thread runs the imports in turn.
+
+A first run (nothing recorded) starts nothing: guessing from the size of its input files was tried
+and dropped. A first run that imported Numba for nothing ran slower (GLM at 1e5 x 100: 0.85 s,
+0.50-0.58 s without), and an import under way lowers the start a first kernel is charged
+(fusion._not_worth_compiling), which made the cost-based policy fuse GLM's row kernels, slower
+than unfused (0.81 s against 0.32 s), and then record kernels for the next run.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ from lafuse.feedback.observed import cache_path, read_feedback, write_json
 FILE = "prestart.json"
 MAX_SCRIPTS = 1024  # scripts remembered (the most recently run)
 SWITCH_INTERVAL = 2e-4  # s, the interpreter's switch interval while the import runs
-COMPILE_READ_BYTES = 32 << 20  # a first run reading this much is expected to compile kernels
 SPARSE = "scipy.sparse"  # the record of whether a run used SciPy's sparse module (not a fusion policy)
 
 _THREAD: list[threading.Thread] = []
@@ -86,26 +84,19 @@ def record(text: str, counts: dict[str, int]) -> None:
     write_json(cache_path(FILE), data)
 
 
-def _import_numba(compile_ready: bool) -> None:
+def _import_numba() -> None:
     import numba  # noqa: F401
     from numba.core.registry import cpu_target
     from numba.core.runtime import rtsys
 
     rtsys.initialize(cpu_target.target_context)
-    if compile_ready:
-        from numba.core.compiler_lock import global_compiler_lock
-
-        with global_compiler_lock:  # (what Numba's compiler does first, under the same lock)
-            cpu_target.typing_context.refresh()
-            cpu_target.target_context.refresh()
 
 
 def _import_sparse() -> None:
     import scipy.sparse  # noqa: F401
 
 
-_JOBS: dict[str, Any] = {"sparse": _import_sparse, "numba": lambda: _import_numba(False),
-                         "compile": lambda: _import_numba(True)}
+_JOBS: dict[str, Any] = {"sparse": _import_sparse, "numba": _import_numba}
 _LOCK = threading.Lock()
 _PENDING: list[str] = []
 _SUBMITTED: dict[str, str] = {}  # job -> why
@@ -145,17 +136,10 @@ def _submit(job: str, why: str) -> None:
     t.start()
 
 
-def first_run(text: str, policy: str) -> bool:
-    """No run of this script under this fusion policy has been recorded."""
-    return _key(text, policy) not in _read()
-
-
-def start(compile_ready: bool = False, why: str = "the script's last run used kernels") -> None:
-    """Begin importing Numba on the background thread (once per process); ``compile_ready`` also loads
-    the implementation registries Numba's compiler installs before its first compile (0.3-0.4 s of
-    a process's first cold compile, measured in ``sum(X * Y * Z)``), for a run expected to compile."""
-    if "numba" not in sys.modules and "numba" not in _SUBMITTED and "compile" not in _SUBMITTED:
-        _submit("compile" if compile_ready else "numba", why)
+def start(why: str = "the script's last run used kernels") -> None:
+    """Begin importing Numba on the background thread (once per process)."""
+    if "numba" not in sys.modules:
+        _submit("numba", why)
 
 
 def start_sparse(why: str) -> None:
@@ -166,12 +150,12 @@ def start_sparse(why: str) -> None:
 
 def started() -> bool:
     """Numba's import was begun in the background."""
-    return "numba" in _SUBMITTED or "compile" in _SUBMITTED
+    return "numba" in _SUBMITTED
 
 
 def reason() -> str:
     """Why Numba's background start began ("" if it did not)."""
-    return _SUBMITTED.get("numba") or _SUBMITTED.get("compile") or ""
+    return _SUBMITTED.get("numba", "")
 
 
 def join() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.errors import NO_SPAN, Span
-from lafuse.hops.hop import MATRIX, Hop, walk
+from lafuse.hops.hop import Hop, walk
 
 
 @dataclass
@@ -117,18 +117,6 @@ def iter_blocks(blocks: list[Block]):
             stack += [iter(b.else_blocks), iter(b.then_blocks)]
         elif isinstance(b, (WhileBlock, ForBlock)):
             stack.append(iter(b.body))
-
-
-def read_paths(prog: Program) -> list[str]:
-    """The files the script's top level reads by a literal path (after $-argument substitution)."""
-    out = []
-    for b in iter_blocks(prog.blocks):
-        for d in block_dags(b):
-            for h in d.hops():
-                if h.op == "pread" and h.dt == MATRIX and h.inputs and h.inputs[0].kind == "literal" \
-                        and isinstance(h.inputs[0].value, str):
-                    out.append(h.inputs[0].value)
-    return out
 
 
 def block_dags(b: Block) -> list[Dag]:

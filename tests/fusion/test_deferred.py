@@ -335,33 +335,6 @@ def test_numba_starts_at_launch_when_the_scripts_last_run_used_kernels(tmp_path)
     assert note in run("--fusion", "fuse-all")
 
 
-def test_first_run_reading_large_files_readies_numba_to_compile_while_it_reads(tmp_path):
-    # feedback.prestart: a script's first run (nothing recorded) that reads COMPILE_READ_BYTES of files
-    # starts Numba and its compiler's registries in the background; a small read does not
-    from lafuse.feedback import prestart
-
-    big = tmp_path / "big.npy"
-    n = prestart.COMPILE_READ_BYTES // (8 * 1000) + 1
-    np.save(big, np.full((n, 1000), 0.5))
-    small = tmp_path / "small.npy"
-    np.save(small, np.full((20, 10), 0.5))
-    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache"), "LAFUSE_PROFILE": str(PROFILE),
-           "LAFUSE_NUMBA_PRESTART": "1"}
-
-    def run(path: Path) -> str:
-        script = tmp_path / f"{path.stem}.dml"
-        script.write_text(f'X = read("{path}")\nfor (i in 1:2) {{\n  r = sum(X * (1 - X) * 3)\n}}\nprint(r)\n')
-        return subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", "--fusion", "fuse-all",
-                               "--no-background"], env=env, capture_output=True, text=True, check=True).stdout
-
-    first = run(big)
-    assert "a first run of the script, reading" in first and "spoofCell" in first
-    assert _value(first) == 0.75 * n * 1000  # 0.5 * 0.5 * 3 per cell
-    second = run(big)
-    assert "the script's last run used kernels" in second and _value(second) == _value(first)
-    assert "begun in the background" not in run(small)
-
-
 def test_runs_record_sparse_use_and_the_next_run_imports_scipy_sparse_at_launch(tmp_path, monkeypatch):
     # feedback.prestart: a run that made a sparse value records it (SPARSE); a dense one records 0
     from lafuse.feedback import prestart
@@ -378,7 +351,6 @@ def test_runs_record_sparse_use_and_the_next_run_imports_scipy_sparse_at_launch(
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     assert prestart.wanted(scripts["sparse"], prestart.SPARSE)
     assert not prestart.wanted(scripts["dense"], prestart.SPARSE)
-    assert not prestart.first_run(scripts["dense"], prestart.SPARSE)
 
 
 def test_a_scipy_sparse_still_being_imported_holds_no_sparse_values(monkeypatch):
