@@ -1,4 +1,5 @@
-"""Start Numba in a background thread while the script is parsed, compiled and begins to run.
+"""Start Numba (and SciPy's sparse module) in a background thread while the script is parsed,
+compiled and begins to run.
 
 Why: a process that loads kernels from the disk cache pays Numba's start once, importing Numba and
 llvmlite (0.15-0.2 s here) before its first kernel. When the previous run of the same script loaded
@@ -14,7 +15,8 @@ fusion policy to the number of kernels its last run under that policy used (whet
 kernels depends on the policy: a cost-based run that follows a fuse-all run of the same script
 often uses none, and an import it does not need slows its main thread, 37 -> 89 ms measured on a
 50 ms script). The thread imports only Numba and SciPy (never a lafuse module, so it cannot
-deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits for it. Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
+deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` later waits for it.
+Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
 
 SciPy's sparse module the same way (record SPARSE): lafuse imports it on the first sparse value
 (runtime.sparse), and that import, 0.18-0.25 s, landed inside the run, e.g. in KMeans' first
