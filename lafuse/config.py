@@ -36,8 +36,7 @@ class Config:
     # this machine's rates; env LAFUSE_AUTO_CALIBRATE=0 turns it off
     auto_calibrate: bool = field(default_factory=lambda: os.environ.get("LAFUSE_AUTO_CALIBRATE", "1") != "0")
     # begin importing Numba (SciPy's sparse module) on a background thread at launch when the script's
-    # last run used kernels (sparse values), or on a first run reading large files (feedback.prestart);
-    # env LAFUSE_NUMBA_PRESTART=0 turns it off
+    # last run used kernels (sparse values) (feedback.prestart); env LAFUSE_NUMBA_PRESTART=0 turns it off
     numba_prestart: bool = field(default_factory=lambda: os.environ.get("LAFUSE_NUMBA_PRESTART", "1") != "0")
     # weigh fusion candidates by the block executions earlier runs observed, and record them (feedback.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")

@@ -127,12 +127,13 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         block = not main.sparse and csr_cells == 0 and not plan.narrow  # (a kernel has one block form)
         per_row = K.FUSED_ROW_BLOCK_VECOP_TIME if block else K.FUSED_ROW_VECOP_TIME
         # vecmat per block through BLAS, per row in the primitives' scalar loops (an operation per FLOP)
-        compute = op_cells / fused_op_rate(prof) + row_flops / (prof.blas_flops / 4.0 if block else fused_op_rate(prof)) + \
+        mm_rate = prof.blas_flops / 4.0 if block else fused_op_rate(prof)
+        compute = op_cells / fused_op_rate(prof) + row_flops / mm_rate + \
             main.rows * vecops * per_row * kernel_slowdown(prof)
         if plan.agg == C.COL_AGG_B1_T and plan.root2 is not None:
             outer = 2.0 * main.rows * scale * max(row_len.get(id(plan.root), 1.0), 1.0) * \
                 max(row_len.get(id(plan.root2), 1.0), 1.0)
-            compute += outer / (prof.blas_flops / 4.0 if block else fused_op_rate(prof))
+            compute += outer / mm_rate
         if not main.sparse and csr_cells:
             compute += main.cells * csr_cells * K.FUSED_CSR_SEEK_TIME * kernel_slowdown(prof)
     else:

@@ -61,11 +61,18 @@ def nnz_estimate(m: Matrix) -> float:
     an estimate that needs two digits at most."""
     if sp.issparse(m):
         return float(m.nnz)
-    rows = m.shape[0]
-    if m.size < SAMPLE_CELLS or rows < 64:
+    sample = _row_sample(m)
+    if sample is None:
         return float(np.count_nonzero(m))
-    sample = m[::16]
-    return float(np.count_nonzero(sample)) * rows / sample.shape[0]
+    return float(np.count_nonzero(sample)) * m.shape[0] / sample.shape[0]
+
+
+def _row_sample(m: Matrix) -> np.ndarray | None:
+    """Every 16th row of a large dense block (None for a small one or a CSR value): what the format
+    choice and the cost hints read instead of every cell."""
+    if isinstance(m, np.ndarray) and m.shape[0] >= 64 and m.size >= SAMPLE_CELLS:
+        return m[::16]
+    return None
 
 
 def to_dense(m: Matrix) -> np.ndarray:
@@ -90,11 +97,10 @@ def choose_format(m: Matrix) -> Matrix:
     cells = rows * cols
     if cells < MIN_SPARSE_CELLS or cols == 1:
         return to_dense(m)
-    if isinstance(m, np.ndarray) and rows >= 64 and cells >= SAMPLE_CELLS:
-        # a strided sample of rows (1 in 16) that is clearly dense settles it without a full pass
-        sample = m[::16]
-        if np.count_nonzero(sample) >= DENSE_SAMPLE_DENSITY * sample.size:
-            return m
+    sample = _row_sample(m)
+    # a strided sample of rows (1 in 16) that is clearly dense settles it without a full pass
+    if sample is not None and np.count_nonzero(sample) >= DENSE_SAMPLE_DENSITY * sample.size:
+        return m
     if sparse_format(rows, cols, nnz(m)):
         return to_csr(m)
     return to_dense(m)

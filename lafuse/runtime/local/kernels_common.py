@@ -163,6 +163,8 @@ def java_div(a: float, b: float) -> float:
 
 def trunc_index(v: Any, fname: str = "indexing") -> int:
     """An index or dimension argument: doubles are truncated like SystemDS (1.7 -> 1)."""
+    if type(v) is int:
+        return v
     x = need_number(v, fname, "index")
     if isinstance(x, float):
         if x != x:

@@ -295,14 +295,6 @@ def _checked_bounds(shape: tuple[int, int], rl: Any, ru: Any, cl: Any, cu: Any, 
 
 def k_rix(x: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None) -> Any:
     """Right indexing ``X[rl:ru, cl:cu]``; always a matrix (or frame for a frame)."""
-    if type(x) is ndarray and type(rl) is int and type(ru) is int and (cl is None or type(cl) is int) \
-            and (cu is None or type(cu) is int):
-        # the mini-batch slice X[beg:end, ] by integer bounds, checked and cut here (the general
-        # path below costs ~10 us, more than the view)
-        m, n = x.shape
-        if 1 <= rl <= ru <= m and (cl is None or cl == 1) and (cu is None or cu == n) and n > 0 \
-                and x.flags.c_contiguous and x.dtype == F64:
-            return x if rl == 1 and ru == m else x[rl - 1:ru]
     if not (is_mat(x) or isinstance(x, Frame)):
         raise DMLRuntimeError(f"cannot index into a {type_name(x)}")
     m, n = x.shape
