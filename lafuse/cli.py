@@ -330,14 +330,17 @@ def _prestart_at_launch(text: str, policy: str | None) -> None:
 def _record_kernels_used(text: str, policy: str | None) -> None:
     """Remember whether this run used kernels and sparse matrices, so the next run of the script
     starts Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background start
-    still running (never exit mid-import)."""
+    still running (never exit mid-import). Kernels kept only because this run's background start had
+    imported Numba (fusion.ON_PRESTART) do not count: else a start would keep itself going."""
     from lafuse.feedback import prestart
     from lafuse.runtime.sparse import sp
 
     counts = {prestart.SPARSE: int(type(sp).used)}
     if policy is not None:
         codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
-        counts[policy] = len(codegen.cache_stats()["per_kernel"]) if codegen is not None else 0
+        fusion = sys.modules.get("lafuse.fusion")
+        used = set(codegen.cache_stats()["per_kernel"]) if codegen is not None else set()
+        counts[policy] = len(used - (fusion.ON_PRESTART if fusion is not None else set()))
     try:
         prestart.record(text, counts)
     except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
@@ -436,6 +439,8 @@ _PROFILE_UNITS = {
     "binary_read_bw": "bytes/s",
     "first_touch_bw": "bytes/s",
     "codegen_compile_time": "s/kernel",
+    "numba_import_time": "s/process",
+    "numba_first_load": "s/process",
 }
 
 
@@ -446,7 +451,8 @@ def _profile_table(prof: Any, title: str) -> Any:
 
     default = HardwareProfile()
     t = Table(title=title, caption=f"threads: {prof.threads}   source: {prof.source}\n"
-                                   f"(codegen_compile_time keeps its default; --stats reports each kernel's measured cold compile)")
+                                   f"(codegen_compile_time keeps its default; --stats reports each kernel's measured cold compile;\n"
+                                   f"--quick keeps the numba_* defaults)")
     t.add_column("rate", no_wrap=True)
     t.add_column("value", justify="right", no_wrap=True)
     t.add_column("default", justify="right", no_wrap=True)

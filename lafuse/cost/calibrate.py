@@ -43,6 +43,11 @@ run slower. What each field counts, exactly:
   to a temporary directory, so it is served from the page cache: array bytes over the time.
 * ``codegen_compile_time``: kept at its measured default (a cold Numba compile per kernel; ``--stats``
   reports each kernel's actual compile time).
+* ``numba_import_time``, ``numba_first_load`` [s]: Numba's start-up as a fresh ``lafuse run`` of a
+  one-kernel script (``--fusion fuse-all --stats``, a private plan cache filled by one cold run first,
+  no background start) reports it: "importing Numba", and the one disk-cache load less a later load's
+  ``CODEGEN_WARM_LOAD_TIME``. The median of three runs, not the best: a process start is exposed to
+  the page cache and the scheduler as every run's is. Not measured when quick (the defaults apply).
 * ``threads``: the BLAS thread count (via threadpoolctl when installed), else the CPUs this process
   may run on. Only ``blas_flops`` uses several threads; the other rates are single-threaded.
 """
@@ -52,6 +57,10 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -255,10 +264,40 @@ def _binary(quick: bool, tmp: str) -> float:
     return nbytes / t
 
 
+_START_SCRIPT = "X = rand(rows=300, cols=20, seed=1)\nprint(sum((X + 1) * X - 2))\n"
+_START_STATS = re.compile(r"disk cache hits (\d+) \(([0-9.]+) sec\.\).*importing Numba ([0-9.]+) sec\.")
+
+
+def _numba_start(tmp: str, runs: int = 3) -> tuple[float, float] | None:
+    """(import, first load beyond a later one) of Numba's start in fresh ``lafuse run`` processes,
+    medians of ``runs``; None (with a warning) if a run fails or reports no single disk-cache load."""
+    script = os.path.join(tmp, "start.dml")
+    with open(script, "w") as f:
+        f.write(_START_SCRIPT)
+    env = {**os.environ, "LAFUSE_CODEGEN_CACHE": os.path.join(tmp, "codegen"), "LAFUSE_NUMBA_PRESTART": "0",
+           "LAFUSE_BACKGROUND": "0"}
+    cmd = [sys.executable, "-m", "lafuse", "run", script, "--fusion", "fuse-all", "--stats"]
+    imports, loads = [], []
+    for i in range(runs + 1):  # the first run compiles the kernel into the private cache
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        m = _START_STATS.search(r.stdout)
+        if r.returncode != 0 or m is None or (i > 0 and m.group(1) != "1"):
+            print(f"lafuse: warning: could not measure Numba's start-up (exit {r.returncode}): "
+                  f"{(r.stderr or r.stdout).strip()[-300:]}; the defaults apply", file=sys.stderr)
+            return None
+        if i > 0:
+            loads.append(float(m.group(2)))
+            imports.append(float(m.group(3)))
+    first = statistics.median(loads) - K.CODEGEN_WARM_LOAD_TIME
+    return statistics.median(imports), max(first, 1e-3)
+
+
 def calibrate(quick: bool = False, progress: Progress | None = None) -> HardwareProfile:
     """Measure this machine (a few seconds; ``quick`` trades accuracy for well under 3 s)."""
     steps = ["memory bandwidth", "BLAS matrix multiply", "element-wise and exp", "sparse traversal",
              "interpreter overhead", "lafuse kernels", "csv read/write", "binary read"]
+    if not quick:
+        steps.append("Numba start-up")
     done = 0
 
     def step(name: str) -> None:
@@ -289,6 +328,11 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
         r["csv_read_rate"], r["csv_write_rate"] = _csv(quick, tmp)
         step(steps[7])
         r["binary_read_bw"] = _binary(quick, tmp)
+        if not quick:
+            step(steps[8])
+            start = _numba_start(tmp)
+            if start is not None:
+                r["numba_import_time"], r["numba_first_load"] = start
     if progress is not None:
         progress("done", len(steps), len(steps))
     return HardwareProfile(

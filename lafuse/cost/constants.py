@@ -55,16 +55,21 @@ FUSED_ROW_BLOCK_VECOP_TIME = 1.85e-9
 # only the main's non-zeros): the input's row is searched for each cell's column (csr_seek).
 # Measured: colSums(P - Y) over dense P and CSR Y (1e6 x 2, 1/3 dense; multiLogReg) 7.8 ms, 2 threads
 FUSED_CSR_SEEK_TIME = 3.5e-9
-# s, Numba's start-up paid by the first kernel of a process on top of the above: importing the code
-# generator with Numba and llvmlite (measured 0.15-0.17 s inside `lafuse run`, with bytecode caching),
-# the first load from the disk cache (NRT init, environment rebuild: 0.07-0.08 s, the next ones 5-15
-# ms; it was 0.19-0.25 s while Numba refreshed its registries on load, codegen.cache), finding the
-# per-thread BLAS setters for the first kernel that calls BLAS (0.05 s); and initializing LLVM and
-# compiling the primitives before a cold compile (first cold compile 2.6-3.0 s)
-NUMBA_START_WARM = 0.25
-NUMBA_START_COLD = 1.6
-# s, the import part of both (what a background start, feedback.prestart, takes off them)
-NUMBA_IMPORT_TIME = 0.16
+# s, Numba's start-up paid by the first kernel of a process on top of the above, in two parts that
+# `lafuse calibrate` measures (HardwareProfile.numba_import_time, numba_first_load; these are the
+# defaults): importing the code generator with Numba, llvmlite and the primitives (measured 0.26-0.34 s
+# inside `lafuse run`, `--stats` "importing Numba", bytecode cached; `import numba` alone 0.19-0.27 s,
+# then `import lafuse.codegen` 0.09-0.13 s), and the first load from the disk cache less a later load's
+# CODEGEN_WARM_LOAD_TIME (NRT init, environment rebuild: the first 0.08-0.12 s, the next ones 10-12 ms;
+# it was 0.19-0.25 s while Numba refreshed its registries on load, codegen.cache). A first kernel that
+# calls BLAS finds the per-thread BLAS setters on top (0.05 s, not modelled). An earlier constant
+# charged 0.25 s for both parts (import 0.16 s): the cost policy then fused MLP's and AutoEncoder's
+# final evaluations, which run once, and lost 0.2-0.4 s a run to the start it underpriced
+DEFAULT_NUMBA_IMPORT_TIME = 0.30
+DEFAULT_NUMBA_FIRST_LOAD = 0.09
+# s, initializing LLVM and compiling the primitives before a process's first cold compile, on top of
+# the import and the kernel's own compile (first cold compile 2.6-3.0 s against 1.2-1.7 s for the next)
+NUMBA_COLD_INIT = 1.45
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
 # the compiler skips the fusion optimizer (and its ~70 ms import) for a block run once whose every
 # intermediate, written and read at first-touch speed, costs this many times less than one kernel load:

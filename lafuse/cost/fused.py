@@ -190,16 +190,16 @@ def fused_op_rate(prof: HardwareProfile) -> float:
     return K.FUSED_OP_RATE / kernel_slowdown(prof)
 
 
-def numba_start(cached: bool, imported: bool = False) -> float:
-    """Numba's start-up paid by the first kernel of a process, less its import when that is done or
-    under way already (a background start, feedback.prestart: the first load's NRT init and BLAS
-    setters, or a first compile's LLVM init, remain)."""
-    return (K.NUMBA_START_WARM if cached else K.NUMBA_START_COLD) - (K.NUMBA_IMPORT_TIME if imported else 0.0)
+def numba_start(cached: bool, prof: HardwareProfile, imported: bool = False) -> float:
+    """Numba's start-up paid by the first kernel of a process: the import of the code generator, less
+    when that is done or under way already (a background start, feedback.prestart), and the first
+    load's NRT init, or a first compile's LLVM init."""
+    first = prof.numba_first_load if cached else K.NUMBA_COLD_INIT
+    return first + (0.0 if imported else prof.numba_import_time)
 
 
 def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True, imported: bool = False) -> float:
     """One-time cost of a kernel: its cold compile, or its load from the on-disk plan cache (paper 000
     Table 3: compilation overhead); the first kernel of a process also pays Numba's start-up."""
-    start = 0.0 if numba_started else numba_start(cached, imported)
+    start = 0.0 if numba_started else numba_start(cached, prof, imported)
     return (K.CODEGEN_WARM_LOAD_TIME if cached else prof.codegen_compile_time) + start
-

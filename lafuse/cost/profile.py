@@ -43,6 +43,8 @@ class HardwareProfile:
     binary_read_bw: float = K.DEFAULT_BINARY_READ_BW  # bytes/s
     first_touch_bw: float = K.DEFAULT_FIRST_TOUCH_BW  # bytes/s, growth of the process's memory (page faults)
     codegen_compile_time: float = K.DEFAULT_CODEGEN_COMPILE_TIME  # s per kernel
+    numba_import_time: float = K.DEFAULT_NUMBA_IMPORT_TIME  # s, a process's import of the code generator
+    numba_first_load: float = K.DEFAULT_NUMBA_FIRST_LOAD  # s, a process's first kernel load beyond a later one's
     threads: int = 1  # cores the rates were measured with
     source: str = "default"  # "default" or "calibrated <ISO date>"
 

@@ -9,7 +9,7 @@ the lowered plans that held the candidate executed, in ``observed.json`` next to
 the guess. Like the plan cache it learns across runs: the first run of a script decides on the
 guess (and, as before, defers kernels that would pay from the disk cache to a background compile).
 
-Numba's start (~0.25 s from the disk cache) is paid once per process, by the first kernel. The
+Numba's start (~0.4 s from the disk cache) is paid once per process, by the first kernel. The
 file also keeps the per-execution saving the optimizer expected of each candidate and which run
 it belonged to: when that run's candidates together save more than the start (each net of its
 load), a cached kernel of the script is weighed against its load alone.

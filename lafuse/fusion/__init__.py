@@ -50,6 +50,11 @@ DEFERRED: dict[str, C.CPlan] = {}
 # sources of the hardware profiles cost-based decisions used ("default" or "calibrated <date>"):
 # ``lafuse run`` calibrates in its background job after a run that decided on the defaults
 DECIDED_ON: set[str] = set()
+# canonical hashes of kernels kept only because a background start (feedback.prestart) had imported
+# Numba already: that import is sunk once begun, but it is not free (it holds the GIL against the
+# run's own Python work: MLP 2e5 x 64, whose one kernel saves ~0.3 s, ran 0.2-0.4 s slower with it), so
+# such kernels do not count as a reason to begin the import at the script's next launch
+ON_PRESTART: set[str] = set()
 
 
 def _has_candidates(dag: Dag) -> bool:
@@ -129,7 +134,7 @@ def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
 def _numba_started() -> bool:
     """Whether this process has paid Numba's start-up already (a kernel compiled or loaded). Numba
     imported is not enough: a background start (feedback.prestart) imports it before any kernel, and
-    the first load still pays the rest (the import alone is NUMBA_IMPORT_TIME of NUMBA_START_WARM)."""
+    the first load still pays the rest (HardwareProfile.numba_first_load)."""
     cg = sys.modules.get("lafuse.codegen")
     return cg is not None and hasattr(cg, "cache_stats") and bool(cg.cache_stats()["per_kernel"])
 
@@ -190,15 +195,28 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         once = intermediate_peak(hops, out_hop, hints) / prof.first_touch_bw
         weighed.append((op, op.plan, key, per_run, per_run * runs + once, _kernel_cached(op.plan)))
-    in_dag = not started and _start_shared_here(weighed, prof, imported)
-    for op, plan, key, per_run, saving, cached in weighed:
-        shared = in_dag and saving >= compile_penalty(cached, prof, True)
-        if keys is not None:
-            observed.SAVINGS[key] = per_run
-            shared = shared or cached and not started and observed.start_shared(key, CODEGEN_WARM_LOAD_TIME,
-                                                                                  numba_start(True, imported))
+
+    def pays(imported: bool) -> list[tuple[bool, bool]]:
+        """(start shared, kept) per operator, with Numba imported already or not."""
+        in_dag = not started and _start_shared_here(weighed, prof, imported)
+        res = []
+        for _, _, key, _, saving, cached in weighed:
+            shared = in_dag and saving >= compile_penalty(cached, prof, True)
+            if keys is not None:
+                shared = shared or cached and not started and observed.start_shared(
+                    key, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported))
+            res.append((shared, saving >= compile_penalty(cached, prof, started or shared, imported)))
+        return res
+
+    if keys is not None:
+        observed.SAVINGS.update((key, per_run) for _, _, key, per_run, _, _ in weighed)
+    decided = pays(imported)
+    alone = pays(False) if imported and not started else decided
+    for (op, plan, key, _, saving, cached), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
         st.start_shared += shared
-        if saving < compile_penalty(cached, prof, started or shared, imported):
+        if kept and not kept_alone:
+            ON_PRESTART.add(key)
+        if not kept:
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
             if defer and not cached and saving >= compile_penalty(True, prof, started, imported):
                 st.deferred += key not in DEFERRED
@@ -238,7 +256,7 @@ def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, float, float, 
     paying = [(n, c) for n, c in net if n > 0.0]
     if not paying:
         return False
-    return sum(n for n, _ in paying) >= numba_start(all(c for _, c in paying), imported)
+    return sum(n for n, _ in paying) >= numba_start(all(c for _, c in paying), prof, imported)
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:

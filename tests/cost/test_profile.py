@@ -126,6 +126,26 @@ def test_quick_calibration_gives_sane_rates():
     assert dones == sorted(dones) and dones[0] == 0 and dones[-1] == steps[-1][2]
 
 
+def test_numba_start_is_measured_in_fresh_runs(tmp_path: Path):
+    """The full calibration's last step: a cold run fills a private plan cache, then fresh runs
+    report the import and the one load (the quick calibration keeps the defaults)."""
+    from lafuse.cost import calibrate as cal
+
+    start = cal._numba_start(str(tmp_path), runs=1)
+    assert start is not None
+    imported, first = start
+    assert 0.01 < imported < 30.0 and 0.0 < first < 30.0
+    assert any(p.name.startswith("k_") for p in (tmp_path / "codegen").rglob("*.py"))
+
+
+def test_numba_start_failure_keeps_the_defaults(tmp_path: Path, monkeypatch, capsys):
+    from lafuse.cost import calibrate as cal
+
+    monkeypatch.setattr(cal, "_START_SCRIPT", "print(1 +)\n")  # a run that exits 1
+    assert cal._numba_start(str(tmp_path), runs=1) is None
+    assert "could not measure Numba's start-up (exit 1)" in capsys.readouterr().err
+
+
 def test_cli_calibrate_quick_writes_a_loadable_profile(tmp_path: Path, isolated_profile: Path):
     out = tmp_path / "out" / "profile.json"
     r = subprocess.run([sys.executable, "-m", "lafuse", "calibrate", "--quick", "--output", str(out)],
