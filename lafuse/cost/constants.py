@@ -44,6 +44,10 @@ FUSED_WEIGHT_SQRT = 10.0
 FUSED_WEIGHT_TRANSCENDENTAL = 20.0
 FUSED_WEIGHT_TRIG = 40.0
 FUSED_WEIGHT_POW = 57.0
+# tanh and sinh: libm's take 2.6-3.0x exp's time per cell (sum(f(X)) over 2e7 cells in [-1, 1), 2
+# threads, two runs: exp 86 ms, tanh 224-256 ms, sinh 224-240 ms, cosh 136-163 ms, sin 138-146 ms);
+# priced as exp before, a fused tanh(X %*% W + b) was expected to save 3x what it did
+FUSED_WEIGHT_HYPERBOLIC = 55.0
 # s per row and vector primitive or row view of a row kernel's per-row body (all threads; CSR main):
 # each primitive is a small loop of run-time length, each view a reference count; measured 63 ms for
 # multiLogReg's Hessian-vector product (10 primitives, outer product, 2 views) over 1e6 rows

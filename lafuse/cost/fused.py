@@ -29,6 +29,8 @@ def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = N
 def fused_weight(op: str, exponent: float | None = None) -> float:
     """Cost of one cell of ``op`` inside a generated kernel, in simple operations at FUSED_OP_RATE;
     ``x^2`` is a multiplication (measured: as fast as ``x*x``), other powers a libm call."""
+    if op in ("tanh", "sinh"):
+        return K.FUSED_WEIGHT_HYPERBOLIC
     if op in TRIG:
         return K.FUSED_WEIGHT_TRIG
     if op in TRANSCENDENTAL:
