@@ -105,6 +105,11 @@ WEIGHT_SPARSE_BINARY = 6.0
 # CSR pattern (SciPy: row indices of the non-zeros, a gather, eliminate_zeros). Measured CSR * dense
 # (NumPy/SciPy, 1 thread): 1e6 x 1 at 20% 8.4 ms, at 5% 6.8 ms; 1e5 x 10 at 20% 2.9 ms; 2e4 x 50 1.6 ms
 CSR_DENSE_ROW_TIME = 6.3e-9
+# s per cell and per non-zero of making a dense result CSR (scipy.sparse.csr_array of a dense array,
+# after a comparison or another operation whose result is sparse). Measured over 1e6 cells (1e5 x 10
+# and 1000 x 1000, best of 15): 5.0-5.4 ms at 1% non-zeros, 7.7-8.4 ms at 10%, 15.7-17.6 ms at 30%
+DENSE_TO_CSR_CELL_TIME = 5.0e-9
+DENSE_TO_CSR_NZ_TIME = 3.3e-8
 CSR_DENSE_NZ_TIME = 1.05e-8
 # s per row of the tall operand of a dense product with a narrow result (at most SKINNY_MM_COLS rows
 # or columns), where OpenBLAS pays per row more than the memory traffic: measured over X 1e6 x 10
@@ -120,6 +125,14 @@ SKINNY_TMM_ROW_TIME = 1.1e-8
 # 71 ms for k = 5, 20, 50, 100; FLOPs + two write passes gives 24, 34, 54, 88 ms, the roofline of
 # FLOPs against one write pass gave 10, 13, 33, 67 ms
 BLAS_RESULT_PASSES = 2.0
+# FLOP/s of a dense product with a dimension of at most SKINNY_GEMM_DIM (OpenBLAS, 2 threads), far
+# below the square-matrix rate calibrated as blas_flops (7.5e10 on the machine measured, the reference
+# it is scaled by). Measured over 1e6 rows, best of 5: t(A) %*% B with A, B of (10, 50), (2, 100),
+# (20, 20), (10, 10), (50, 10) columns 11.4, 5.5, 16.1, 9.3, 11.6 GFLOP/s; A %*% W of the same shapes
+# 14.1, 3.1, 19.4, 11.1, 11.2. KMeans' t(P) %*% X over 1e6 x 50 was estimated at 30 ms, ran 83 ms
+SKINNY_GEMM_DIM = 64
+SKINNY_GEMM_FLOPS = 1.1e10
+SKINNY_GEMM_REF_FLOPS = 7.5e10
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)

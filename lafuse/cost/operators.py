@@ -170,6 +170,9 @@ def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, de
         xc = float(max(x.rows, 1)) * float(max(x.cols, 1))
         return min(1.0, nz(x) / xc)
 
+    extreme = _extreme_indicator(h)
+    if extreme is not None:
+        return min(cells, extreme)
     if h.kind == "binary" and h.op in ("*", "&"):  # broadcasting-aware: the sparser side's density
         return cells * min(density(m) for m in mats)
     if h.kind == "binary" and h.op in ("/", "^") and len(mats) == 1 and mats[0] is ins[0]:
@@ -187,6 +190,28 @@ def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, de
         src_cells = float(max(src.rows, 1)) * float(max(src.cols, 1))
         return min(cells, nz(src) * cells / src_cells)
     return -1
+
+
+_FLIP = {"<=": ">=", ">=": "<=", "==": "=="}
+_AT_EXTREME = {("rowMins", "<="), ("rowMins", "=="), ("colMins", "<="), ("colMins", "=="),
+               ("rowMaxs", ">="), ("rowMaxs", "=="), ("colMaxs", ">="), ("colMaxs", "==")}
+
+
+def _extreme_indicator(h: Hop) -> float | None:
+    """Non-zeros of ``X <= rowMins(X)``, ``X == rowMaxs(X)`` and the like (either operand order; column
+    extremes too): true only at each row's (column's) extreme, one cell per row unless values tie.
+    Without it the indicator was priced dense: KMeans' assignment ``D <= rowMins(D)`` over 1e5 x 10 is
+    10% dense and the runtime makes it CSR (SystemDS's format rule), which the cost did not see."""
+    if h.kind != "binary" or len(h.inputs) != 2 or h.op not in _FLIP:
+        return None
+    a, b = h.inputs
+    op = h.op
+    if a.kind == "agg_unary":
+        a, b, op = b, a, _FLIP[op]
+    if b.kind != "agg_unary" or (b.op, op) not in _AT_EXTREME or not b.inputs or b.inputs[0] is not a:
+        return None
+    n = a.rows if b.op.startswith("row") else a.cols
+    return float(n) if n >= 0 else None
 
 
 def mem_times(prof: HardwareProfile, read_bytes: float, write_bytes: float) -> tuple[float, float]:
@@ -213,6 +238,14 @@ def kernel_slowdown(prof: HardwareProfile) -> float:
     conservative defaults then slow fused and unfused operators alike, so neither side of a fusion
     decision is favoured."""
     return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
+
+
+def gemm_rate(prof: HardwareProfile, small_dim: float) -> float:
+    """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim``: the calibrated rate,
+    or far less for a product with a small dimension (constants.SKINNY_GEMM_FLOPS)."""
+    if small_dim <= K.SKINNY_GEMM_DIM:
+        return K.SKINNY_GEMM_FLOPS * prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
+    return prof.blas_flops
 
 
 def _roofline(prof: HardwareProfile, read_bytes: float, write_bytes: float, op_time: float) -> float:
@@ -257,7 +290,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
     write = out.bytes if out.matrix else 0.0
     io = 0.0
     op_time = 0.0
-    per_row = 0.0
+    on_top = 0.0  # s beyond the roofline of memory traffic and operations
     kind = h.kind
 
     if opcode in NO_DATA or opcode == "fcall":
@@ -284,6 +317,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         flops, blas = _matmult_flops(mats[0], mats[1])
         if blas:
             op_time = flops / prof.blas_flops + mem_times(prof, 0.0, write * K.BLAS_RESULT_PASSES)[1]
+            op_time = max(op_time, flops / gemm_rate(prof, min(mats[0].rows, mats[0].cols, mats[1].cols)))
             if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
                 tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
                 transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
@@ -318,7 +352,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         elif broadcast and out.cols < K.SHORT_ROW_COLS:
             vec = K.BROADCAST_COL_ROW_TIME if any(m.cols == 1 for m in mats) else K.BROADCAST_ROW_ROW_TIME
             # (on top of the memory time: NumPy's inner loop restarts per row, the hardware does not overlap it)
-            per_row = out.rows * vec * kernel_slowdown(prof)
+            on_top = out.rows * vec * kernel_slowdown(prof)
         csr = [m for m in mats if m.sparse]
         if len(mats) == 2 and len(csr) == 1 and (opcode in ("*", "&") or out.sparse):
             # a CSR operand against a dense one (same shape or a vector; kernels_elementwise
@@ -332,6 +366,11 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             op_time = max(op_time, (mats[0].nz + mats[1].nz) * K.WEIGHT_SPARSE_BINARY / prof.sparse_rate)
         if not mats and opcode in DIVIDE:
             overhead += K.SCALAR_DIVIDE_OVERHEAD
+        if out.matrix and out.sparse and mats and not csr:
+            # computed dense, then made CSR by its sparsity (kernels_common.fmt_owned): SciPy's
+            # conversion finds the non-zeros (a pass over the cells) and builds the arrays per non-zero
+            on_top += (out.cells * K.DENSE_TO_CSR_CELL_TIME + out.nz * K.DENSE_TO_CSR_NZ_TIME) * \
+                kernel_slowdown(prof)
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells
@@ -361,5 +400,5 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
     elif opcode == "lix":
         if inplace or (len(mats) > 1 and mats[0].cells > 10 * mats[1].cells):
             read, write = mats[-1].bytes, mats[-1].bytes
-    compute = overhead + _roofline(prof, read, write, op_time) + per_row
+    compute = overhead + _roofline(prof, read, write, op_time) + on_top
     return Cost(io, compute, exact)

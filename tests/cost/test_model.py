@@ -232,3 +232,44 @@ def test_sparse_sparse_cellwise_ops_cost_per_input_non_zero():
     assert c.compute >= 4_000_000 * K.WEIGHT_SPARSE_BINARY / PROF.sparse_rate
     small = instruction_cost("*", _op("*", "binary", [_m(n, m, 200_000), _m(n, m, 200_000)], n, m, 2_000), PROF)
     assert c.compute / small.compute == pytest.approx(10.0, rel=0.1)
+
+
+def test_indicator_of_row_extremes_is_priced_sparse_with_its_conversion():
+    """``D <= rowMins(D)`` (KMeans' assignment) holds one cell per row unless values tie: the runtime
+    makes it CSR, so it is priced with the conversion of its dense result; other comparisons stay
+    dense (no estimate)."""
+    from lafuse.cost.operators import meta
+
+    d = _m(100000, 10)
+    mins = Hop("rowMins", "agg_unary", [d], MATRIX, "double")
+    mins.rows, mins.cols = 100000, 1
+    for op, ins in (("<=", [d, mins]), (">=", [mins, d]), ("==", [d, mins])):
+        assert meta(_op(op, "binary", ins, 100000, 10)).nnz == 100000, op
+    for op, ins in ((">=", [d, mins]), ("<", [d, mins]), ("<=", [mins, d])):
+        assert meta(_op(op, "binary", ins, 100000, 10)).nnz == -1, op
+    at = instruction_cost("<=", _op("<=", "binary", [d, mins], 100000, 10), PROF)
+    ge = instruction_cost(">=", _op(">=", "binary", [d, mins], 100000, 10), PROF)
+    conversion = 1e6 * K.DENSE_TO_CSR_CELL_TIME + 1e5 * K.DENSE_TO_CSR_NZ_TIME
+    assert at.compute >= ge.compute + conversion * 0.9
+
+
+def test_scipy_import_is_charged_once_not_per_loop_iteration():
+    text = ("D = rand(rows=2000, cols=10, seed=1)\ns = 0\nfor (i in 1:10) {\n  E = D * i\n  P = E <= rowMins(E)\n"
+            "  s = s + sum(P)\n}\nprint(s)\n")
+    comp = Compiler(cfgmod.Config(threads=2))
+    prog = comp.compile_text(text, "t.dml")
+    loaded = ProgramCoster(comp, PROF, True, 2, sparse_loaded=True, reusable_bytes=float("inf")).program(prog)
+    fresh = ProgramCoster(comp, PROF, True, 2, sparse_loaded=False, reusable_bytes=float("inf")).program(prog)
+    assert fresh.total_cost.total - loaded.total_cost.total == pytest.approx(K.SCIPY_SPARSE_IMPORT_TIME)
+    assert any(line.startswith("SCIPY SPARSE IMPORT") for line in fresh.lines)
+
+
+def test_products_with_a_small_dimension_run_below_the_square_blas_rate():
+    rate = K.SKINNY_GEMM_FLOPS * PROF.blas_flops / K.SKINNY_GEMM_REF_FLOPS
+    a, b = _m(1000000, 10), _m(1000000, 50)
+    ta = Hop("t", "reorg", [a], MATRIX, "double")
+    ta.rows, ta.cols = 10, 1000000
+    tmm = instruction_cost("%*%", _op("%*%", "matmult", [ta, b], 10, 50), PROF)
+    assert tmm.compute >= 2.0 * 1e6 * 10 * 50 / rate
+    square = instruction_cost("%*%", _op("%*%", "matmult", [_m(1000, 1000), _m(1000, 1000)], 1000, 1000), PROF)
+    assert square.compute < 2.0 * 1e9 / rate  # a square product keeps the calibrated rate

@@ -1010,3 +1010,23 @@ def test_binary_kernels_are_quiet_inside_and_outside_an_execution_thread():
         np.testing.assert_array_equal(r, [[INF, NAN, -INF]])
     with pytest.raises(DMLRuntimeError, match="Block sizes are not matched"):
         make_binary("+")(np.ones((3, 4)), np.ones((2, 4)))
+
+
+@pytest.mark.parametrize("shape", [(2048, 3), (6001, 10), (5000, 511), (4096, 1), (3000, 600)])
+def test_blocked_column_sums_match_per_column_sums(shape):
+    # tall matrices with fewer than 512 columns are summed in blocks of 512 rows (one long vector
+    # addition per block, the rows beyond whole blocks added after; 600 columns: NumPy): the per-column sums within
+    # rounding, NaN and +-Inf propagated per column as NumPy does
+    rng = np.random.default_rng(12)
+    x = rng.random(shape) - 0.5
+    want = np.array([[np.sum(x[:, j]) for j in range(shape[1])]])
+    np.testing.assert_allclose(K["colSums"](x), want, rtol=1e-12, atol=1e-12)
+    x[shape[0] - 1, 0], x[5, -1] = NAN, INF
+    if shape[1] > 2:
+        x[7, 1], x[9, 1] = INF, -INF
+    with np.errstate(all="ignore"):
+        want = np.array([[np.sum(x[:, j]) for j in range(shape[1])]])
+    got = K["colSums"](x)
+    assert got.shape == (1, shape[1])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-12, atol=1e-12)
