@@ -129,9 +129,14 @@ BLAS_RESULT_PASSES = 2.0
 # below the square-matrix rate calibrated as blas_flops (7.5e10 on the machine measured, the reference
 # it is scaled by). Measured over 1e6 rows, best of 5: t(A) %*% B with A, B of (10, 50), (2, 100),
 # (20, 20), (10, 10), (50, 10) columns 11.4, 5.5, 16.1, 9.3, 11.6 GFLOP/s; A %*% W of the same shapes
-# 14.1, 3.1, 19.4, 11.1, 11.2. KMeans' t(P) %*% X over 1e6 x 50 was estimated at 30 ms, ran 83 ms
+# 14.1, 3.1, 19.4, 11.1, 11.2. KMeans' t(P) %*% X over 1e6 x 50 was estimated at 30 ms, ran 83 ms.
+# Below ~6 the rate falls with the dimension (SKINNY_GEMM_FLOPS_PER_DIM each): X 1e6 x 100 times V
+# with 2, 3, 5 columns 111, 114, 126 ms (3.6, 5.3, 7.9 GFLOP/s), t(X) %*% Q 88, 113, 101 ms; one
+# column is a matrix-vector product, bound by memory (38 ms), as the roofline prices it. multiLogReg's
+# unfused Hessian-vector products were estimated at 51 ms a call and took 114 ms
 SKINNY_GEMM_DIM = 64
 SKINNY_GEMM_FLOPS = 1.1e10
+SKINNY_GEMM_FLOPS_PER_DIM = 1.8e9
 SKINNY_GEMM_REF_FLOPS = 7.5e10
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 

@@ -10,13 +10,10 @@ unfused and the fused side of every decision come from the same rates.
 
 from __future__ import annotations
 
-import math
-
 from lafuse.cost import constants as K
 from lafuse.cost.operators import (
     TRANSCENDENTAL,
     TRIG,
-    gemm_rate,
     instruction_cost,
     kernel_slowdown,
     mem_times,
@@ -94,7 +91,6 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
     # %*% U over a 1% dense W was estimated to save 0.04 s a run and took seconds a call
     at_nz = sparse_nodes if sparse_nodes is not None else set()
     row_flops = 0.0  # vecmat products of per-row vectors, at BLAS-like speed
-    small = math.inf  # the smallest side of a vecmat's matrix: a block body's BLAS products are skinny
     for n in nodes:
         if n.op == "input" and n.access in (C.MAIN, C.CELL):
             vecops += 1  # a row kernel takes a row view of each MAIN/CELL input per row
@@ -106,7 +102,6 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         elif n.op == "vecmat":
             b = metas[int(n.children[1].arg)]  # type: ignore[call-overload]
             row_flops += main.rows * (scale if id(n.children[0]) in at_nz else 1.0) * 2.0 * b.rows * b.cols
-            small = min(small, b.rows, b.cols)
             dots += 1
         elif plan.template == "row":  # over the node's vector per row; a per-row scalar is its vecop
             # (in a transposed block body a loop over the rows like any other node)
@@ -129,11 +124,8 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         # on multiLogReg's products over X 1e6 x 10 and n x 2 nodes (2 threads): colSums of T (1
         # product, 5 nodes) 8.7 ms, model 9.5; t(X) %*% T (2 products) 12.1 ms, model 13.0; T * 2
         # written out (1 product, 6 nodes) 10.3 ms, model 12.2
-        # (a product over a block of rows has the few columns of the block's other side: measured
-        # KMeans' -2 * (X %*% t(C)) + t(rowSums(C^2)) over X 1e6 x 50, C 10 x 50: 130 ms, which the
-        # pass over X alone priced at 42 ms)
-        compute = max(dots * mem_times(prof, main.bytes, 0.0)[0], row_flops / gemm_rate(prof, small)) + \
-            op_cells / fused_op_rate(prof) + row_cells / prof.elementwise_rate
+        compute = dots * mem_times(prof, main.bytes, 0.0)[0] + op_cells / fused_op_rate(prof) + \
+            row_cells / prof.elementwise_rate
     elif plan.template == "row":
         # vector operations run over the row's cells, matrix-vector work per row. A dense main runs the
         # block body (BLAS per block) unless a CELL input is CSR: the row-major block reads CELL inputs
@@ -144,7 +136,7 @@ def fused_cost(plan: C.CPlan, inputs: list[Hop], out: Hop | None, prof: Hardware
         block = not main.sparse and csr_cells == 0 and not plan.narrow  # (a kernel has one block form)
         per_row = K.FUSED_ROW_BLOCK_VECOP_TIME if block else K.FUSED_ROW_VECOP_TIME
         # vecmat per block through BLAS, per row in the primitives' scalar loops (an operation per FLOP)
-        mm_rate = min(prof.blas_flops / 4.0, gemm_rate(prof, small)) if block else fused_op_rate(prof)
+        mm_rate = prof.blas_flops / 4.0 if block else fused_op_rate(prof)
         compute = op_cells / fused_op_rate(prof) + row_flops / mm_rate + \
             main.rows * vecops * per_row * kernel_slowdown(prof)
         if plan.agg == C.COL_AGG_B1_T and plan.root2 is not None:

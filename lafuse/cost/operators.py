@@ -243,8 +243,9 @@ def kernel_slowdown(prof: HardwareProfile) -> float:
 def gemm_rate(prof: HardwareProfile, small_dim: float) -> float:
     """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim``: the calibrated rate,
     or far less for a product with a small dimension (constants.SKINNY_GEMM_FLOPS)."""
-    if small_dim <= K.SKINNY_GEMM_DIM:
-        return K.SKINNY_GEMM_FLOPS * prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
+    if 1 < small_dim <= K.SKINNY_GEMM_DIM:
+        rate = min(K.SKINNY_GEMM_FLOPS, small_dim * K.SKINNY_GEMM_FLOPS_PER_DIM)
+        return rate * prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
     return prof.blas_flops
 
 

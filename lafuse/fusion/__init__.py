@@ -181,38 +181,39 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
     started, imported = _numba_started(), _numba_imported()
-    weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]] = []
+    weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool]] = []
     for op in ops:
         assert op.plan is not None
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
         key = op.plan.canonical_key()[0]
-        seen = observed.load().get(key) if keys is not None else None
+        where = observed_key(key, op.root)
+        seen = observed.load().get(where) if keys is not None else None
         runs = seen.runs if seen is not None else weight
         st.observed += seen is not None
         if keys is not None:
-            keys.add(key)
+            keys.add(where)
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         once = intermediate_peak(hops, out_hop, hints) / prof.first_touch_bw
-        weighed.append((op, op.plan, key, per_run, per_run * runs + once, _kernel_cached(op.plan)))
+        weighed.append((op, op.plan, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan)))
 
     def pays(imported: bool) -> list[tuple[bool, bool]]:
         """(start shared, kept) per operator, with Numba imported already or not."""
         in_dag = not started and _start_shared_here(weighed, prof, imported)
         res = []
-        for _, _, key, _, saving, cached in weighed:
+        for _, _, _, where, _, saving, cached in weighed:
             shared = in_dag and saving >= compile_penalty(cached, prof, True)
             if keys is not None:
                 shared = shared or cached and not started and observed.start_shared(
-                    key, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported))
+                    where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported))
             res.append((shared, saving >= compile_penalty(cached, prof, started or shared, imported)))
         return res
 
     if keys is not None:
-        observed.SAVINGS.update((key, per_run) for _, _, key, per_run, _, _ in weighed)
+        observed.SAVINGS.update((where, per_run) for _, _, _, where, per_run, _, _ in weighed)
     decided = pays(imported)
     alone = pays(False) if imported and not started else decided
-    for (op, plan, key, _, saving, cached), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
+    for (op, plan, key, _, _, saving, cached), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
         st.start_shared += shared
         if kept and not kept_alone:
             ON_PRESTART.add(key)
@@ -222,6 +223,15 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
                 st.deferred += key not in DEFERRED
                 DEFERRED.setdefault(key, plan)
     return frozenset(out)
+
+
+def observed_key(key: str, root: Hop) -> str:
+    """A candidate's key in the run feedback: its canonical plan hash where its root is written. The
+    hash alone names every instance of one plan: AutoEncoder's sigmoid(A %*% W + b) runs 79 times a
+    run in its mini-batch loop and once over all rows after it, and the final one was weighed by the
+    loop's 79 executions (fused, it cost the run Numba's start: 0.92 s against 0.43)."""
+    span = root.span
+    return key if span is None else f"{key}@{span.file}:{span.line}:{span.col}"
 
 
 def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] | None = None) -> float:
@@ -246,7 +256,7 @@ def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] 
     return max((held(h) + sum(held(i) for i in h.inputs) for h in hops), default=0.0)
 
 
-def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, float, float, bool]],
+def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool]],
                        prof: HardwareProfile, imported: bool = False) -> bool:
     """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
     start: the start is paid once per process, so it is weighed against the sum of their net savings,

@@ -14,6 +14,8 @@ import numpy as np
 
 from lafuse import config as cfgmod
 from lafuse import fusion
+from lafuse.compiler import Compiler
+from lafuse.hops.program import GenericBlock, iter_blocks
 
 from .conftest import PROFILE
 from .test_optimizer import basic_ops, fused, loop_body
@@ -146,6 +148,33 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
     assert not fusion.DEFERRED
 
 
+def _observed_key(canonical: str) -> str:
+    """The run-feedback key of the candidate with this kernel: its plan hash where it is written."""
+    from lafuse.feedback import observed
+
+    (key,) = [k for k in observed.SAVINGS if k.split("@")[0] == canonical]
+    return key
+
+
+def test_one_plan_at_two_places_is_observed_twice():
+    """The same fused plan in two places (AutoEncoder's sigmoid(A %*% W + b) in its mini-batch loop and
+    once after it) has one kernel but two entries in the run feedback: the executions of one place do
+    not weigh the other."""
+    from lafuse.feedback import observed
+
+    observed.SAVINGS.clear()
+    text = "for (i in 1:20) {\n  s = sum(X * Y * Z)\n  print(s)\n}\nfor (j in 1:20) {\n  t = sum(X * Y * Z)\n  print(t)\n}"
+    with cfgmod.using(cfgmod.Config(codegen=True, fusion="cost", fusion_observed=True)):
+        prog = Compiler(cfgmod.get()).compile_text(SMALL + text, "<test>")
+        for b in iter_blocks(prog.blocks):
+            if isinstance(b, GenericBlock):
+                fusion.optimize(b.dag, cfgmod.get(), fusion.FusionStats(), weight=b.weight)
+    keys = [k for k in observed.SAVINGS if "@" in k]
+    observed.SAVINGS.clear()  # (the other tests find their candidate's key there)
+    assert len(keys) == 2 and len({k.split("@")[0] for k in keys}) == 1
+    assert {k.rsplit(":", 2)[1] for k in keys} == {str(SMALL.count("\n") + 2), str(SMALL.count("\n") + 6)}
+
+
 def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch):
     """feedback.observed: a run records how often each candidate's block ran; a later run weighs the
     candidate by that count instead of the compiler's guess (here the for loop's 20 runs, which pay
@@ -161,7 +190,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
     assert spoofs == [] and st.deferred == 1 and st.observed == 0
-    key = next(iter(fusion.DEFERRED))
+    key = _observed_key(next(iter(fusion.DEFERRED)))
     fusion.DEFERRED.clear()
     # this process ran the candidate's block 20 times: saved, and read back by the next decision
     monkeypatch.setitem(EXECUTED, key, 1)
@@ -195,7 +224,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     fusion.DEFERRED.clear()
     fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True, fusion_observed=True)
-    key = next(iter(fusion.DEFERRED))
+    key = _observed_key(next(iter(fusion.DEFERRED)))
     monkeypatch.setitem(observed.load(), key, observed.Observation(1.0))
     for growth, deferred in ((True, 1), (False, 0)):
         if not growth:
