@@ -11,14 +11,7 @@ unfused and the fused side of every decision come from the same rates.
 from __future__ import annotations
 
 from lafuse.cost import constants as K
-from lafuse.cost.operators import (
-    TRANSCENDENTAL,
-    TRIG,
-    instruction_cost,
-    kernel_slowdown,
-    mem_times,
-    meta,
-)
+from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, kernel_slowdown, mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import cplan as C
 from lafuse.hops.hop import Hop
