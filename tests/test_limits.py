@@ -171,9 +171,12 @@ def test_ctrl_c_ends_an_endless_loop_with_130(tmp_path, script):
     path = tmp_path / "loop.dml"
     path.write_text(script, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    # Ctrl-C as a terminal delivers it: a test run started in the background of a non-interactive
+    # shell (`make test &`) has SIGINT ignored, which its children would inherit (and Python keeps)
     p = subprocess.Popen([sys.executable, "-u", "-m", "lafuse", "run", str(path), "--no-codegen"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         cwd=Path(lafuse.__file__).parent.parent)
+                         cwd=Path(lafuse.__file__).parent.parent,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stdout is not None
     first = p.stdout.readline()  # the script runs: the loop comes next
     p.send_signal(signal.SIGINT)
