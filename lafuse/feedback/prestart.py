@@ -1,9 +1,9 @@
 """Start Numba (and SciPy's sparse module) in a background thread while the script is parsed,
 compiled and begins to run.
 
-Why: a process that loads kernels from the disk cache pays Numba's start once, importing Numba and
-llvmlite (0.15-0.2 s here) before its first kernel. When the previous run of the same script loaded
-kernels, this one will too, so ``lafuse run`` begins that import at launch on a second thread;
+Why: a process that loads kernels from the disk cache pays Numba's start once, importing Numba,
+llvmlite and the code generator (0.26-0.34 s here, measured inside ``lafuse run``) before its first
+kernel. When the previous run of the same script loaded kernels, this one will too, so ``lafuse run`` begins that import at launch on a second thread;
 parsing, compilation and the NumPy operations before the first fused operator run meanwhile.
 NumPy releases the GIL inside its operations, so the import overlaps with them; while it runs, the
 interpreter's switch interval is lowered, so the main thread gets the GIL back within 0.2 ms of
