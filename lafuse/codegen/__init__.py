@@ -12,6 +12,7 @@ Public API: :func:`compile_plan` (returns a :class:`FusedOperator`), :func:`cach
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from lafuse.codegen import finite, prims
 from lafuse.codegen.cache import ByMode, PlanCache, load_without_registries
 from lafuse.codegen.emit import Canon, canon
 from lafuse.codegen.runner import set_threads
-from lafuse.fusion.cplan import COLVEC, ROWVEC, SCALAR, CPlan
+from lafuse.fusion.cplan import COLVEC, MAIN, ROWVEC, SCALAR, CPlan
 
 _CACHE = PlanCache()
 for _f in vars(prims).values():  # runners call some primitives from Python (kcombine, all_finite)
@@ -114,20 +115,50 @@ def compile_plan(plan: CPlan, threads: int | None = None, eager: bool = True) ->
     return FusedOperator(plan, c, key, kernels.source, kernels, lits, threads)
 
 
+def predict_mode(plan: CPlan, inputs: Sequence[tuple[int, int, bool]]) -> int:
+    """The mode (the input-format variant, cache.ByMode) a call of ``plan`` runs whose inputs, by plan
+    position, have these (rows, cols, CSR or not): the optimizer's sizes, before any value exists.
+    Why: a kernel compiled ahead of its first call (a deferred compile) is compiled in that mode; the
+    dense mode compiled instead left KMeans' row kernels (block-product mode) to a cold compile of
+    1.2-2.0 s each in the next run, which the optimizer had taken for cache loads."""
+    c = canon(plan)
+    try:
+        if plan.template == "row":
+            from lafuse.codegen.runner_row import predict_mode as row
+
+            return row(c, inputs)
+        if plan.template == "outer":
+            return int(any(inputs[c.perm[s]][2] for s, a in c.access.items() if a == MAIN))
+        from lafuse.codegen.runner import predict_cell_mode
+
+        return predict_cell_mode(c, inputs, plan.canonical_key()[2])
+    except (ValueError, IndexError, KeyError):  # sizes that do not fit the plan (guessed ones): dense
+        return 0
+
+
+def precompile(plan: CPlan, inputs: Sequence[tuple[int, int, bool]] | None = None) -> bool:
+    """Compile (into the disk cache) the kernel function a call with ``inputs`` (``predict_mode``; the
+    dense mode without them) would run, unless it is cached; True if it compiled."""
+    mode = 0 if inputs is None else predict_mode(plan, inputs)
+    if is_cached(plan, mode):
+        return False
+    compile_plan(plan, eager=False)._kernel.for_mode(mode)
+    return True
+
+
 # canonical hash -> its kernels by mode, the most recently compiled plans
 _BY_MODE: dict[str, ByMode] = {}
 _BY_MODE_LOCK = threading.RLock()
 
 
-def is_cached(plan: CPlan) -> bool:
-    """True if running ``plan`` would not run a cold compile (memory or disk cache hit): for the mode
-    of some input formats, those an earlier run used (the optimizer does not know the formats a
-    kernel will see)."""
+def is_cached(plan: CPlan, mode: int | None = None) -> bool:
+    """True if running ``plan`` would not run a cold compile (memory or disk cache hit): in ``mode``,
+    else in the mode of some input formats, those an earlier run used."""
     from lafuse.codegen.numba_gen import MODES, generate, specialize
 
     key = plan.canonical_key()[0]
     kernels = _BY_MODE.get(key)
-    if kernels is not None and kernels.loaded():
+    if kernels is not None and (kernels.loaded() if mode is None else mode in kernels.modes()):
         return True
     source = _PROBED.get(key)
     if source is None:  # generating the source costs ~7 ms; the optimizer probes at every recompile
@@ -138,7 +169,8 @@ def is_cached(plan: CPlan) -> bool:
         if len(_PROBED) >= 1024:
             _PROBED.clear()
         _PROBED[key] = source
-    return _CACHE.on_disk(key, *(specialize(source, m) for m in MODES[plan.template]))
+    modes = MODES[plan.template] if mode is None else (mode,)
+    return _CACHE.on_disk(key, *(specialize(source, m) for m in modes))
 
 
 _PROBED: dict[str, str] = {}  # canonical hash -> generated source of the plans is_cached probed

@@ -50,7 +50,8 @@ def _marker(d: Path, pid: int) -> Path:
 
 def spawn(plans: dict[str, Any], calibrate: Path | None = None,
           max_bytes: int | None = None) -> subprocess.Popen[bytes] | None:
-    """Start the background compile of ``plans`` (canonical hash -> CPlan), after a quick calibration
+    """Start the background compile of ``plans`` (canonical hash -> (CPlan, input sizes), as
+    ``fusion.DEFERRED`` holds them), after a quick calibration
     saved to ``calibrate`` if given; None if there is nothing to do, or if this process's plan cache is
     a private temporary one (removed at exit: compiling into it would be wasted)."""
     if not plans and calibrate is None:
@@ -94,19 +95,19 @@ def _calibrate(target: Path) -> None:
 
 
 def compile_all(job: dict[str, Any]) -> int:
-    """Run a job: the calibration it asks for, then a compile of every plan that is not cached yet;
-    returns how many plans were compiled."""
+    """Run a job: the calibration it asks for, then a compile of every plan that is not cached yet, in
+    the mode its recorded input sizes will run (``codegen.predict_mode``); returns how many plans
+    were compiled. ``job["plans"]``: (plan, input sizes) pairs, the sizes (rows, cols, CSR) by plan
+    position or None (the dense mode)."""
     from lafuse import config as cfgmod
-    from lafuse.codegen import compile_plan, is_cached
+    from lafuse.codegen import precompile
 
     if job.get("calibrate") is not None:
         _calibrate(Path(job["calibrate"]))
     n = 0
     with cfgmod.using(cache_max_bytes=int(job.get("cache_max_bytes", cfgmod.get().cache_max_bytes))):
-        for plan in job["plans"]:
-            if not is_cached(plan):
-                compile_plan(plan)
-                n += 1
+        for plan, inputs in job["plans"]:
+            n += precompile(plan, inputs)
     return n
 
 

@@ -8,6 +8,7 @@ kernels only hold the loops, so one compiled kernel serves every input format.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -322,6 +323,18 @@ def _cell_flags(c: Canon, args: list[Any]) -> list[Any]:
         elif acc != SCALAR:
             pos += 1
     return out
+
+
+def predict_cell_mode(c: Canon, inputs: Sequence[tuple[int, int, bool]], lits: Sequence[float]) -> int:
+    """The mode ``run_cell`` picks for inputs (plan positions) of these (rows, cols, CSR or not),
+    their values taken as finite (a value that is not turns mode 2 or 3 into 1 at the call)."""
+    main_sparse = any(inputs[c.perm[s]][2] for s, a in c.access.items() if a == MAIN)
+    cells = [inputs[c.perm[s]][2] for s, a in c.access.items() if a == CELL]
+    if not main_sparse:
+        return 1 if any(cells) else 0
+    if not (c.plan.sparse_safe and all(np.isfinite(x) for x in lits)):
+        return 1
+    return 3 if isect_ok(c) and all(cells) else 2
 
 
 def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,50 @@ def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells
     return 0
 
 
+def row_mode(c: Canon, info: RowInfo, ms: int, main_sparse: bool, m: int, width: dict[int, int],
+             sparse_cells: dict[int, bool], shapes: dict[int, tuple[int, ...]]) -> tuple[int, np.ndarray]:
+    """(mode, node lengths) of a call whose inputs have these widths and formats: what the values
+    decide, so that a kernel compiled before any call (a deferred compile) compiles the mode its
+    calls will run (``predict_mode``)."""
+    # the lengths depend on the widths only: a loop calling the kernel on same-shaped inputs
+    # (mini-batches) walks the plan once, not at every call
+    wkey = tuple(sorted(width.items()))
+    lens = info.lens_memo.get(wkey)
+    if lens is None:
+        lens = _lens(info, width)
+        if len(info.lens_memo) < 64:
+            info.lens_memo[wkey] = lens
+    if main_sparse:
+        mode = 1
+        if info.sparse_ok and all(int(lens[int(c.var(x)[1:])]) == 1 for x in info.len1):
+            mode = 2
+        return mode, lens
+    return dense_mode(c, info, ms, m, lens, sparse_cells, shapes), lens
+
+
+def predict_mode(c: Canon, inputs: Sequence[tuple[int, int, bool]]) -> int:
+    """The mode a call runs whose inputs (plan positions) have these (rows, cols, CSR or not)."""
+    info = c.memo.get("row")
+    if info is None:
+        info = c.memo["row"] = analyze(c.plan, c)
+    width: dict[int, int] = {}
+    sparse_cells: dict[int, bool] = {}
+    shapes: dict[int, tuple[int, ...]] = {}
+    ms, m, main_sparse = -1, 0, False
+    for s, acc in c.access.items():
+        rows, cols, sparse = inputs[c.perm[s]]
+        if acc == MAIN:
+            ms, m, main_sparse = s, cols, sparse
+        if acc == CELL:
+            sparse_cells[s] = sparse
+        if acc == MATRIX:
+            width[-1 - s] = rows
+            shapes[s] = (rows, cols)
+        if acc in (MAIN, CELL, COLVEC, MATRIX):
+            width[s] = cols
+    return row_mode(c, info, ms, main_sparse, m, width, sparse_cells, shapes)[0]
+
+
 def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> Any:
     plan = c.plan
     info = c.memo.get("row")
@@ -140,22 +185,7 @@ def run_row(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> An
             shapes[s] = d.shape
         else:
             raise ValueError(f"input access {acc!r} is not valid in a row plan")
-    # the lengths depend on the widths only: a loop calling the kernel on same-shaped inputs
-    # (mini-batches) walks the plan once, not at every call
-    wkey = tuple(sorted(width.items()))
-    cached = info.lens_memo.get(wkey)
-    if cached is None:
-        cached = _lens(info, width)
-        if len(info.lens_memo) < 64:
-            info.lens_memo[wkey] = cached
-    lens = cached
-    if main.sparse:
-        mode = 1
-        if info.sparse_ok and \
-                all(int(lens[int(c.var(x)[1:])]) == 1 for x in info.len1):
-            mode = 2
-    else:
-        mode = dense_mode(c, info, ms, m, lens, sparse_cells, shapes)
+    mode, lens = row_mode(c, info, ms, main.sparse, m, width, sparse_cells, shapes)
     root = int(c.var(plan.root)[1:])
     L = int(lens[root])
     out, parts = E2, np.zeros((0, 0))

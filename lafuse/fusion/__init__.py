@@ -43,10 +43,11 @@ class FusionStats:
     start_shared: int = 0  # kernels that pay only with Numba's start shared by others (in the DAG or observed)
 
 
-# canonical hash -> CPlan of kernels left unfused because a cold compile would not pay off although a
-# load from the on-disk cache would: ``lafuse run`` compiles them after the run in a background
-# process (codegen.deferred), so later runs of the script fuse them (config ``codegen_defer``)
-DEFERRED: dict[str, C.CPlan] = {}
+# canonical hash -> (CPlan, its inputs' (rows, cols, CSR) by plan position) of kernels left unfused
+# because a cold compile would not pay off although a load from the on-disk cache would: ``lafuse run``
+# compiles them after the run in a background process (codegen.deferred), in the input-format mode the
+# sizes predict, so later runs of the script fuse them (config ``codegen_defer``)
+DEFERRED: dict[str, tuple[C.CPlan, tuple[tuple[int, int, bool], ...]]] = {}
 # sources of the hardware profiles cost-based decisions used ("default" or "calibrated <date>"):
 # ``lafuse run`` calibrates in its background job after a run that decided on the defaults
 DECIDED_ON: set[str] = set()
@@ -221,8 +222,14 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
             if defer and not cached and saving >= compile_penalty(True, prof, started, imported):
                 st.deferred += key not in DEFERRED
-                DEFERRED.setdefault(key, plan)
+                if key not in DEFERRED:
+                    DEFERRED[key] = (plan, tuple(_size_format(h, hints) for h in op.inputs))
     return frozenset(out)
+
+
+def _size_format(h: Hop, hints: dict[str, float] | None) -> tuple[int, int, bool]:
+    m = meta(h, hints)
+    return m.rows, m.cols, m.sparse
 
 
 def observed_key(key: str, root: Hop) -> str:

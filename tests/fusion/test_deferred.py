@@ -33,8 +33,9 @@ def test_kernels_that_pay_only_from_the_disk_cache_are_deferred(tmp_path, monkey
     spoofs, labels = fused(LOOP, "cost", st, SMALL, codegen_defer=True)
     assert spoofs == [] and any(lb.startswith("b(*)") for lb in labels)  # unfused in this run
     assert st.deferred == 1 and len(fusion.DEFERRED) == 1
-    plan = next(iter(fusion.DEFERRED.values()))
+    plan, inputs = next(iter(fusion.DEFERRED.values()))
     assert plan.template == "cell" and plan.agg_op == "sum"
+    assert inputs == ((2000, 1000, False),) * 3  # the sizes and formats the kernel will see
     # without deferral nothing is recorded
     fusion.DEFERRED.clear()
     fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=False)
@@ -47,7 +48,7 @@ def test_kernels_that_pay_only_from_the_disk_cache_are_deferred(tmp_path, monkey
     marker.write_text(json.dumps({"pid": os.getpid()}))
     assert deferred.pending() == [marker]
     marker.unlink()
-    assert deferred.compile_all({"plans": [plan], "calibrate": None}) == 1 and codegen.is_cached(plan)
+    assert deferred.compile_all({"plans": [(plan, inputs)], "calibrate": None}) == 1 and codegen.is_cached(plan)
     spoofs, labels = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
     assert [s.op for s in spoofs] == ["spoofCell"] and not any(lb.startswith("b(*)") for lb in labels)
     assert not fusion.DEFERRED
@@ -97,7 +98,7 @@ def test_a_source_without_numba_index_is_not_cached(tmp_path, monkeypatch):
     codegen.clear_memory_cache()
     fusion.DEFERRED.clear()
     fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
-    plan = next(iter(fusion.DEFERRED.values()))
+    plan, _ = next(iter(fusion.DEFERRED.values()))
     fusion.DEFERRED.clear()
     key = plan.canonical_key()[0]
     # the file-name probe used before the code generator is loaded
@@ -398,3 +399,68 @@ def test_a_scipy_sparse_still_being_imported_holds_no_sparse_values(monkeypatch)
 
     monkeypatch.setitem(sys.modules, "scipy.sparse", types.ModuleType("scipy.sparse"))
     assert sp.issparse(np.zeros((2, 2))) is False
+
+
+KMEANS_D = ("D = -2 * (X %*% t(C)) + t(rowSums(C ^ 2))\nP = D <= rowMins(D)\nprint(sum(P))",
+            "X = rand(rows=5000, cols=50, seed=1)\nC = rand(rows=10, cols=50, seed=2)\n")
+OUTER = ("s = sum(X * log(U %*% t(V) + 1e-8))\nprint(s)",
+         "X = rand(rows=200, cols=100, seed=1)\nU = rand(rows=200, cols=5, seed=2)\nV = rand(rows=100, cols=5, seed=3)\n")
+CELL3 = ("s = sum(X * Y * Z)\nprint(s)", "".join(f"{v} = rand(rows=200, cols=100, seed={i})\n" for i, v in enumerate("XYZ")))
+
+
+def _fuse_all_spoofs(text: str, preamble: str):
+    from .test_optimizer import HINTS
+
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    with cfgmod.using(cfg):
+        body = loop_body(text, preamble, cfg)
+        dag, _ = fusion.optimize(body.dag, cfg, None, weight=body.weight, hints=HINTS)
+    return [h for h in dag.hops() if h.kind == "spoof"]
+
+
+def test_the_mode_predicted_from_sizes_is_the_mode_a_call_runs(tmp_path, monkeypatch):
+    # a deferred compile runs before any value exists: it compiles the kernel function of the input
+    # formats the recorded sizes predict (row: dense per-row 0, block products 3, CSR 1/2; cell: dense
+    # 0, CSR main 2, all CSR 3; outer: dense 0, CSR 1); each prediction is checked against the function
+    # a call on values of those sizes and formats loads (cache.ByMode.modes)
+    import scipy.sparse as sps
+
+    from lafuse import codegen
+
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
+    rng = np.random.default_rng(7)
+    seen = set()
+    for text, pre in (KMEANS_D, OUTER, CELL3):
+        for spoof in _fuse_all_spoofs(text, pre):
+            plan = spoof.params["cplan"]
+            sizes = [fusion._size_format(h, None) for h in spoof.inputs]
+            assert not any(s for _, _, s in sizes)  # the sizes of rand's dense results
+            for k in (0, 1, len(sizes)):  # dense, the first input CSR, all CSR
+                sz = tuple((r, c, i < k and r * c > 1) for i, (r, c, _) in enumerate(sizes))
+                vals = [sps.random(r, c, density=0.05, format="csr", random_state=k) if s else rng.random((r, c))
+                        for r, c, s in sz]
+                codegen.clear_memory_cache()
+                op = codegen.compile_plan(plan, eager=False)
+                op(vals)
+                predicted = codegen.predict_mode(plan, sz)
+                assert op._kernel.modes() == {predicted}, (plan.template, sz)
+                seen.add((plan.template, predicted))
+    assert {("row", 3), ("row", 2), ("cell", 0), ("cell", 2), ("cell", 3), ("outer", 0), ("outer", 1)} <= seen
+
+
+def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeypatch):
+    # KMeans' distance kernel runs its block-product mode (3) on a dense 5000 x 50 main: the deferred
+    # compile must build that one, not the dense per-row mode its warm-up call would compile
+    from lafuse import codegen
+    from lafuse.codegen import deferred
+
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
+    codegen.clear_memory_cache()
+    row = next(s for s in _fuse_all_spoofs(*KMEANS_D) if s.params["cplan"].template == "row")
+    plan = row.params["cplan"]
+    sizes = tuple(fusion._size_format(h, None) for h in row.inputs)
+    assert codegen.predict_mode(plan, sizes) == 3
+    assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 1
+    codegen.clear_memory_cache()
+    assert codegen.is_cached(plan, 3) and not codegen.is_cached(plan, 0)
+    assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 0  # cached: nothing to do
