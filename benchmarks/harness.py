@@ -551,15 +551,18 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     iteration out). Compile-overhead rows (paper 000 Table 3, Figure 12): fuse-all's untimed run (cold: it
     compiles every kernel it fuses), then the first timed runs of fuse-all and the cost-based policy
     (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them ahead of the timed rounds),
-    else they run here."""
+    else they run here (for every workload: an algorithm's large size after its small one, on the
+    cache the small one warmed, is a script of its own)."""
     arrays = {k: ds.arrays[k] for k in w.inputs}
     script = write_script(w, ds, a.inner, tmp)
     cfgs = _lafuse_configs(tmp)
     cache = cache_of(w, tmp)
-    if not Path(cache).exists():
-        first = [first_runs(w, ds, script, tmp, progress)]
-    compile_rows: list[dict[str, Any]] = list(first or [])
-    cold = first is not None  # this workload's cache started empty: its first timed runs are the warm rows
+    if first is None:  # not run ahead: here (a cold compile row only if the cache started empty)
+        empty = not Path(cache).exists()
+        row = first_runs(w, ds, script, tmp, progress)
+        first = [row] if empty else []
+    compile_rows: list[dict[str, Any]] = list(first)
+    cold = bool(first)  # this workload's cache started empty: its first timed runs are the warm rows
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
     huge = bool(w.numpy_note) and "X" in ds.arrays and ds.arrays["X"].shape[0] ** 2 * 8 > HUGE_BYTES
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))
