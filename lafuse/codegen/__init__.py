@@ -5,8 +5,10 @@ are differential-tested against; ``numba_gen.py`` generates kernel source per te
 ``runner*.py`` call kernels on actual inputs, ``cache.py`` is the two-level plan cache.
 
 Public API: :func:`compile_plan` (returns a :class:`FusedOperator`), :func:`cache_stats`,
-:func:`clear_memory_cache`, :func:`is_cached`, :func:`invalidate` / :func:`clear_finite_cache`
-(the memo of "side input holds no NaN/Inf" checks, for arrays updated in place).
+:func:`clear_memory_cache`, :func:`is_cached`, :func:`predict_mode` / :func:`precompile` (a kernel
+compiled ahead of its first call, in the input-format mode its inputs' sizes predict),
+:func:`invalidate` / :func:`clear_finite_cache` (the memo of "side input holds no NaN/Inf" checks,
+for arrays updated in place).
 """
 
 from __future__ import annotations
