@@ -44,6 +44,7 @@ class MemoTable:
     created: int = 0  # entries created before pruning
     pruned: int = 0  # entries removed (closed invalid, closed without references, duplicates, dominated)
     ranked: dict = field(default_factory=dict)  # (hop id, templates, open only) -> entries, best first
+    expanded: dict = field(default_factory=dict)  # construct.expand's results under the cuts they depend on
     # hop id -> operators of the largest fused region its entries cover (an upper bound: a shared
     # sub-expression counts once per path), which MAX_FUSED_OPS bounds
     sizes: dict[int, int] = field(default_factory=dict)

@@ -221,7 +221,7 @@ class CostBased(Selector):
 
     def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
         ctx.stats.plans_evaluated += 1
-        plan = build_plan(ctx.memo, ctx.roots, ctx.order, cuts, cache=ctx.cplans)
+        plan = build_plan(ctx.memo, ctx.roots, ctx.order, cuts, cache=ctx.cplans, part=part)
         return plan_cost(plan, part, ctx.prof, bound, ctx.hints, ctx.costs)
 
     def _skip_enum(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,

@@ -350,3 +350,66 @@ def test_a_small_script_starts_without_the_optimizer(tmp_path):
     plain = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--no-codegen"], env=env,
                            capture_output=True, text=True)
     assert out.stdout.splitlines() == [plain.stdout.strip(), "False"], out.stderr
+
+
+AE_BODY = """Xb = X[((bi - 1) * 256 + 1):min(n, bi * 256), ]
+A1 = 1 / (1 + exp(-(Xb %*% W1 + b1)))
+A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))
+D3 = (A2 %*% W3 + b3 - Xb) / nrow(Xb)
+D2 = (D3 %*% t(W3)) * A2 * (1 - A2)
+W3 = W3 - 0.1 * (t(A2) %*% D3)
+b2 = b2 - 0.1 * colSums(D2)
+W2 = W2 - 0.1 * (t(A1) %*% D2)
+print(sum(W3) + sum(W2) + sum(b2))"""
+AE_PRE = """X = rand(rows=20000, cols=100, seed=1)
+n = nrow(X)
+bi = 3
+W1 = rand(rows=100, cols=50, seed=2)
+W2 = rand(rows=50, cols=10, seed=3)
+W3 = rand(rows=10, cols=100, seed=4)
+b1 = matrix(0, rows=1, cols=50)
+b2 = matrix(0, rows=1, cols=10)
+b3 = matrix(0, rows=1, cols=100)
+"""
+KMEANS_BODY = ("D = -2 * (X %*% t(C)) + t(rowSums(C ^ 2))\nP = D <= rowMins(D)\nP = P / rowSums(P)\n"
+               "C = (t(P) %*% X) / t(colSums(P))\nprint(sum(C))")
+KMEANS_PRE = "X = rand(rows=100000, cols=50, seed=1)\nC = rand(rows=10, cols=50, seed=2)\n"
+
+
+@pytest.mark.parametrize("text,pre,parts", [(AE_BODY, AE_PRE, 3), (KMEANS_BODY, KMEANS_PRE, 2),
+                                            ("A = X * Y\nB = A + Z\nC = exp(B)\ns1 = sum(A * C)\n"
+                                             "r = rowSums(C * A)\nprint(s1 + sum(r))", BIG, 1)])
+def test_a_partitions_plan_built_alone_is_its_part_of_the_whole_plan(text, pre, parts):
+    # the cost-based enumeration builds only the partition it prices (construct.build_plan's part):
+    # the same fused operators and basic HOPs, and the same cost, as the whole plan has there, under
+    # random cuts of the memo's references (KMeans: t(P) %*% X looks through the transpose of P, which
+    # only the partition reads); and construct.expand's results remembered under earlier cuts are the
+    # ones a fresh expansion finds
+    import random
+
+    from lafuse.cost.profile import HardwareProfile
+    from lafuse.fusion.construct import build_plan
+    from lafuse.fusion.select import _refs, plan_cost
+
+    cfg = cfgmod.Config(codegen=True)
+    b = loop_body(text, pre, cfg)
+    memo = explore(b.dag.roots)
+    order = b.dag.hops()
+    prof = HardwareProfile()
+    refs = sorted(_refs(memo))
+    n_parts = parts
+    parts = partitions(memo)
+    assert len(parts) >= n_parts and refs
+    rng = random.Random(5)
+    for trial in range(40):
+        cuts = frozenset(r for r in refs if rng.random() < (trial % 5) / 5)
+        kept = dict(memo.expanded)
+        memo.expanded.clear()  # the whole plan expanded afresh; the partitions' from what earlier cuts left
+        whole = build_plan(memo, b.dag.roots, order, cuts)
+        memo.expanded.update(kept)
+        for part in parts:
+            alone = build_plan(memo, b.dag.roots, order, cuts, part=part)
+            assert {(op.template, op.root.id, frozenset(op.entries)) for op in alone.fused} == \
+                {(op.template, op.root.id, frozenset(op.entries)) for op in whole.fused if op.root.id in part}
+            assert {h.id for h in alone.basic} == {h.id for h in whole.basic if h.id in part}
+            assert plan_cost(alone, part, prof, hints=HINTS) == pytest.approx(plan_cost(whole, part, prof, hints=HINTS))
