@@ -8,6 +8,7 @@ at a time when sizes become known, and liveness (dead code) is computed over blo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,8 @@ class GenericBlock(Block):
     recompiled: Any = None  # cache: input signature -> Plan
     size_scalars: set[str] | None = None  # scalar variables that determine output sizes (recompile key)
     tread_names: list[str] | None = None  # variables the block reads, sorted
-    size_spans: list[tuple[Hop, Hop]] | None = None  # (lo, hi) range bounds keyed by extent (recompile)
+    # (lo, hi) range bounds keyed by their extent, and the extent's function of the symbol table (recompile)
+    size_spans: list[tuple[tuple[int, int], Callable[[dict[str, Any]], int | None]]] | None = None
     weight: float = 1.0  # expected executions per program run (loop nesting), amortizes kernel compiles
 
 

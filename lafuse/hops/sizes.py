@@ -9,6 +9,7 @@ actual sizes of the symbol table's values.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
@@ -69,6 +70,79 @@ def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
         if isinstance(a, (int, float)) and not isinstance(a, bool) and (h.op == "as.double" or math.isfinite(a)):
             return int(a) if h.op == "as.integer" else float(a)
     return None
+
+
+def scalar_fn(h: Hop | None) -> Callable[[dict[str, Any] | None], Any]:
+    """``scalar_value(h, known)`` as a function of ``known`` alone, the expression walked once. Why: a
+    mini-batch loop evaluates its slice bounds' extent at every iteration to find its plan (runtime.
+    recompile.signature); walking the bound expressions each time cost ~20 us an iteration. The rules
+    are scalar_value's, case for case (tests/hops compare the two); the HOPs must not change while the
+    function is in use (a block's DAG, which only its copies are recompiled from)."""
+    if h is None:
+        return lambda known: None
+    if h.kind == "literal":
+        v = h.value
+        return lambda known: v
+    if h.op == "tread":
+        name = h.name
+        return lambda known: known[name] if known is not None and name in known else None
+    if h.op in ("nrow", "ncol") and h.inputs:
+        src, rows = h.inputs[0], h.op == "nrow"
+        return lambda known: (src.rows if rows else src.cols) if src.dims_known else None
+    if h.kind == "binary" and h.op in ("+", "-", "*", "/") and len(h.inputs) == 2:
+        fa, fb, op = scalar_fn(h.inputs[0]), scalar_fn(h.inputs[1]), h.op
+
+        def arith(known: dict[str, Any] | None) -> Any:
+            a, b = fa(known), fb(known)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+                try:
+                    if op == "/":
+                        return a / b if b else None
+                    return a + b if op == "+" else a - b if op == "-" else a * b
+                except (OverflowError, TypeError):
+                    return None
+            return None
+        return arith
+    if h.kind == "binary" and h.op in ("%/%", "%%") and len(h.inputs) == 2:
+        fa, fb, idiv = scalar_fn(h.inputs[0]), scalar_fn(h.inputs[1]), h.op == "%/%"
+
+        def intdiv(known: dict[str, Any] | None) -> Any:
+            a, b = fa(known), fb(known)
+            if _finite_number(a) and _finite_number(b) and b != 0:
+                return a // b if idiv else a % b
+            return None
+        return intdiv
+    if h.kind == "nary" and h.op in ("min", "max") and h.inputs and all(i.dt == SCALAR for i in h.inputs):
+        fs, pick = [scalar_fn(i) for i in h.inputs], (min if h.op == "min" else max)
+
+        def extreme(known: dict[str, Any] | None) -> Any:
+            vals = [f(known) for f in fs]
+            return pick(vals) if all(_finite_number(v) for v in vals) else None
+        return extreme
+    if h.op in ("ceil", "floor") and h.inputs and h.inputs[0].dt == SCALAR:
+        fa, rnd = scalar_fn(h.inputs[0]), (math.ceil if h.op == "ceil" else math.floor)
+
+        def rounded(known: dict[str, Any] | None) -> Any:
+            a = fa(known)
+            return float(rnd(a)) if _finite_number(a) else None
+        return rounded
+    if h.op == "u-" and h.inputs:
+        fa = scalar_fn(h.inputs[0])
+
+        def neg(known: dict[str, Any] | None) -> Any:
+            a = fa(known)
+            return -a if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+        return neg
+    if h.op in ("as.integer", "as.double") and h.inputs:
+        fa, to_int = scalar_fn(h.inputs[0]), h.op == "as.integer"
+
+        def cast(known: dict[str, Any] | None) -> Any:
+            a = fa(known)
+            if isinstance(a, (int, float)) and not isinstance(a, bool) and (not to_int or math.isfinite(a)):
+                return int(a) if to_int else float(a)
+            return None
+        return cast
+    return lambda known: None
 
 
 def _finite_number(v: Any) -> bool:
@@ -303,7 +377,11 @@ def range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | Non
     """Length of the index range ``lo:hi`` as indexing computes it (bounds truncated; 0 when empty), -1 unknown."""
     if single:
         return 1
-    a, b = scalar_value(lo, known), scalar_value(hi, known)
+    return span_len(scalar_value(lo, known), scalar_value(hi, known))
+
+
+def span_len(a: Any, b: Any) -> int:
+    """Length of ``a:b`` for bound values (``range_len``), -1 unless both are finite numbers."""
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
             and math.isfinite(a) and math.isfinite(b):  # a NaN / Inf bound is an error at run time
         return max(int(b) - int(a) + 1, 0)

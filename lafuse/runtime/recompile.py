@@ -10,6 +10,7 @@ are cached per input signature (shapes, and the scalars that determine output si
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lafuse.errors import DMLRuntimeError
@@ -68,6 +69,17 @@ def _extent(st: dict[str, Any], sp: tuple[Hop, Hop]) -> int | None:
     return n if n > 0 else None
 
 
+def _extent_fn(sp: tuple[Hop, Hop]) -> Callable[[dict[str, Any]], int | None]:
+    """``_extent`` as a function of the symbol table (sizes.scalar_fn: the bounds walked once, not at
+    every iteration of the loop whose plan it keys)."""
+    lo, hi = sizes.scalar_fn(sp[0]), sizes.scalar_fn(sp[1])
+
+    def extent(st: dict[str, Any]) -> int | None:
+        n = sizes.span_len(lo(st), hi(st))
+        return n if n > 0 else None
+    return extent
+
+
 def _same_scalar(a: Hop, b: Hop) -> bool:
     return a is b or (a.op == b.op == "tread" and a.name is not None and a.name == b.name)
 
@@ -75,9 +87,9 @@ def _same_scalar(a: Hop, b: Hop) -> bool:
 def signature(b: GenericBlock, st: dict[str, Any]) -> tuple:
     if b.size_scalars is None or b.tread_names is None or b.size_spans is None:
         b.size_scalars = size_scalars(b.dag)
-        b.size_spans = range_spans(b.dag)
+        b.size_spans = [((lo.id, hi.id), _extent_fn((lo, hi))) for lo, hi in range_spans(b.dag)]
         b.tread_names = sorted(b.dag.reads())
-    sig: list[Any] = [((lo.id, hi.id), _extent(st, (lo, hi))) for lo, hi in b.size_spans]
+    sig: list[Any] = [(key, extent(st)) for key, extent in b.size_spans]
     for name in b.tread_names:
         v = st.get(name)
         if v is not None and is_matrix(v):
