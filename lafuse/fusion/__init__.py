@@ -86,7 +86,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     if not memo.groups:
         st.time += time.perf_counter() - t0
         return dag, memo
-    ctx = Context(memo, new.roots, order, prof, st.select, hints=hints, weight=weight)
+    ctx = Context(memo, new.roots, order, prof, st.select, hints=hints, weight=weight, peak=intermediate_peak)
     selector = SELECTORS.get(cfg.fusion)
     if selector is None:
         raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")

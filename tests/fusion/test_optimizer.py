@@ -413,3 +413,27 @@ def test_a_partitions_plan_built_alone_is_its_part_of_the_whole_plan(text, pre, 
                 {(op.template, op.root.id, frozenset(op.entries)) for op in whole.fused if op.root.id in part}
             assert {h.id for h in alone.basic} == {h.id for h in whole.basic if h.id in part}
             assert plan_cost(alone, part, prof, hints=HINTS) == pytest.approx(plan_cost(whole, part, prof, hints=HINTS))
+
+
+def test_first_touch_of_intermediates_keeps_a_partition_in_the_enumeration():
+    # sum(X ^ 2) run once over X 1e5 x 50: per run, fusing saves less than a kernel load, but the
+    # unfused X ^ 2 touches a 40 MB intermediate for the first time (KMeans' final block: 0.17 s
+    # measured); the selector's prune (CostBased._cannot_pay) counts that bound, so the partition is
+    # enumerated and left to the decision that weighs first touch against compilation
+    from lafuse.cost.profile import HardwareProfile
+
+    cfg = cfgmod.Config(codegen=True)
+    with cfgmod.using(cfg):
+        prog = Compiler(cfg).compile_text("X = rand(rows=100000, cols=50, seed=1)\nprint(sum(X ^ 2))", "<t>")
+    b = [b for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)][-1]
+    # rates of the machine KMeans was measured on (lafuse calibrate), where X ^ 2 costs 0.007 s a run
+    prof = HardwareProfile(mem_read_bw=1.6e10, mem_write_bw=1.9e10, cache_bw=4.1e10, elementwise_rate=2.0e9,
+                           matrix_op_overhead=6.2e-6, instruction_overhead=8.4e-7, first_touch_bw=4.2e8)
+    pruned = {}
+    for name, peak in (("without", lambda *a: 0.0), ("with", fusion.intermediate_peak)):
+        memo = explore(b.dag.roots)
+        ctx = Context(memo, b.dag.roots, b.dag.hops(), prof, peak=peak)
+        cuts = CostBased().select(ctx)
+        pruned[name] = (ctx.stats.pruned_cost, len(cuts))
+    assert pruned["without"][0] > 0 and pruned["without"][1] > 0  # cut without enumerating
+    assert pruned["with"] == (0, 0)  # enumerated: the fused plan is the selector's choice
