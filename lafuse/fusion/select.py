@@ -194,8 +194,11 @@ class CostBased(Selector):
         before the first-touch saving was weighed."""
         unfused = sum(self._basic(ctx, h) for h in part)
         best_case = lb.of(set()) + ctx.prof.matrix_op_overhead
+        per_runs = (unfused - best_case) * ctx.weight
+        if per_runs >= CODEGEN_WARM_LOAD_TIME:  # (the peak walks the partition's operands: only if needed)
+            return False
         once = ctx.peak([ctx.memo.hops[h] for h in part], None, ctx.hints) / ctx.prof.first_touch_bw
-        return (unfused - best_case) * ctx.weight + once < CODEGEN_WARM_LOAD_TIME
+        return per_runs + once < CODEGEN_WARM_LOAD_TIME
 
     def _lower_bound(self, ctx: Context, part: set[int], pts: list[tuple[int, int]]) -> Bound:
         """Static costs of any plan of the partition: write its roots, read its inputs once, and
