@@ -62,16 +62,10 @@ def range_spans(dag: Dag) -> list[tuple[Hop, Hop]]:
     return out
 
 
-def _extent(st: dict[str, Any], sp: tuple[Hop, Hop]) -> int | None:
-    """The range's length as indexing will compute it, or None when a bound is not a simple expression
-    of known scalars (or the range is empty: an error when it runs)."""
-    n = sizes.range_len(sp[0], sp[1], None, st)
-    return n if n > 0 else None
-
-
 def _extent_fn(sp: tuple[Hop, Hop]) -> Callable[[dict[str, Any]], int | None]:
-    """``_extent`` as a function of the symbol table (sizes.scalar_fn: the bounds walked once, not at
-    every iteration of the loop whose plan it keys)."""
+    """The range's length as indexing will compute it, or None when a bound is not a simple expression
+    of known scalars (or the range is empty: an error when it runs), as a function of the symbol table
+    (sizes.scalar_fn: the bounds walked once, not at every iteration of the loop whose plan it keys)."""
     lo, hi = sizes.scalar_fn(sp[0]), sizes.scalar_fn(sp[1])
 
     def extent(st: dict[str, Any]) -> int | None:
@@ -109,7 +103,7 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
     for h in new.hops():
         if h.op == "rix" and len(h.inputs) == 5:
             for (lo, hi), key in (((h.inputs[1], h.inputs[2]), "row_extent"), ((h.inputs[3], h.inputs[4]), "col_extent")):
-                n = None if _same_scalar(lo, hi) else _extent(st, (lo, hi))
+                n = None if _same_scalar(lo, hi) else _extent_fn((lo, hi))(st)
                 if n is not None:
                     h.params[key] = n
     names = scalars if scalars is not None else set(st)
