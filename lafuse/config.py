@@ -23,6 +23,9 @@ class Config:
     exec_type: str = "local"  # auto | local (a dask runtime does not exist yet)
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     parfor_parallel: bool = True
+    # executions of a block's plan by the interpreter's loop before it runs as generated straight-line
+    # Python (runtime.straight: ~2 us an instruction less; generating costs about one loop run); -1 never
+    straight_line_after: int = 2
     memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
     # later stages (kept here so they have one home)
     codegen: bool = True  # operator fusion with generated kernels (paper 000)

@@ -19,7 +19,7 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-from lafuse.runtime import deepstack, recompile
+from lafuse.runtime import deepstack, recompile, straight
 from lafuse.runtime.lower import EXECUTED, Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 from lafuse.stats import Stats
@@ -68,6 +68,11 @@ def _to_num(v: Any, what: str) -> int | float:
     if is_matrix(v) and v.shape == (1, 1):
         return float(v[0, 0]) if isinstance(v, np.ndarray) else float(v.toarray()[0, 0])
     raise DMLRuntimeError(f"{what} must be a number, got {_describe(v)}")
+
+
+# errors of a kernel that become a DML runtime error at its instruction (others are bugs: a traceback)
+_KERNEL_ERRORS = (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, MemoryError,
+                  np.linalg.LinAlgError)
 
 
 class Interpreter:
@@ -181,11 +186,44 @@ class Interpreter:
     def exec_plan(self, plan: Plan, st: dict[str, Any], keep_result: bool = False) -> Any:
         for k in plan.candidates:
             EXECUTED[k] = EXECUTED.get(k, 0) + 1
+        stats = self.stats
+        check = self.cfg.check_metadata
+        after = self.cfg.straight_line_after
+        if stats is None and after >= 0:  # --stats times every instruction in the loop below
+            code = plan.code
+            if code is None or code[3] != check:
+                plan.runs += 1
+                if plan.runs > after:
+                    fn, owner = straight.generate(plan, check)
+                    code = plan.code = (fn, fn.__code__, owner, check)
+            if code is not None and code[3] == check:
+                try:
+                    v = code[0](st, self.special, _lix_inplace, _cast_scalar, _check_metadata)
+                except Exception as e:
+                    self._straight_error(plan, code, st, e)
+                    raise
+                return v if keep_result else None
+        return self._exec_loop(plan, st, stats, check, keep_result)
+
+    def _straight_error(self, plan: Plan, code: tuple, st: dict[str, Any], e: Exception) -> None:
+        """Raises the error the interpreter loop would for ``e`` from generated code (the same span and
+        message; runtime.straight.failing finds the instruction); returns to re-raise it unchanged."""
+        i = straight.failing(code[1], e.__traceback__, code[2])
+        if i < 0:
+            return
+        ins = plan.instructions[i]
+        if isinstance(e, DMLError):
+            raise e.with_span(ins.hop.span) from None
+        if isinstance(e, KeyError) and ins.opcode == "tread":
+            self.special("tread", ins.hop, [], st)
+        if isinstance(e, _KERNEL_ERRORS):
+            raise DMLRuntimeError(f"{ins.opcode}: {e}", ins.hop.span) from None
+
+    def _exec_loop(self, plan: Plan, st: dict[str, Any], stats: Stats | None, check: bool,
+                   keep_result: bool) -> Any:
         regs: list[Any] = [None] * plan.nregs
         for r, v in plan.constants.items():
             regs[r] = v
-        stats = self.stats
-        check = self.cfg.check_metadata
         for ins in plan.instructions:
             try:
                 args = [regs[a] for a in ins.args]
@@ -211,8 +249,7 @@ class Interpreter:
                     ins.runs += 1
             except DMLError as e:
                 raise e.with_span(ins.hop.span) from None
-            except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, MemoryError,
-                    np.linalg.LinAlgError) as e:
+            except _KERNEL_ERRORS as e:
                 raise DMLRuntimeError(f"{ins.opcode}: {e}", ins.hop.span) from None
             for f in ins.free:
                 regs[f] = None

@@ -1,0 +1,95 @@
+"""Straight-line Python code of a lowered plan: one statement per instruction over local variables.
+
+Why: the interpreter's loop over instructions costs about 2-3 us per instruction (building the
+argument list from the register list, the branches for in-place updates, casts, metadata checks
+and statistics, the loop over registers to free), more than a small operand's NumPy call. A
+mini-batch loop body of 40-odd instructions runs thousands of times; as generated code each
+instruction is one call with its registers as locals (paper 001 §5.4: SystemDS keeps its runtime
+instructions cheap for the same loops). The plan stays the unit the interpreter reasons about;
+this module only binds it to faster code.
+
+The generated function has the interpreter loop's semantics exactly: the same calls in the same
+order, scalar casts, in-place left indexing (the same reference counts: a list of the arguments
+holds the target, like the loop's argument list), registers cleared after their last reader,
+writes committed after the last instruction, and an error mapped to the instruction that raised
+it (``failing``: the generated line that raised names the instruction). It is built once a plan
+has run ``Config.straight_line_after`` times by the loop: compiling it costs about one loop run's
+overhead, which a block that runs once would not get back.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from lafuse.runtime.lower import Instruction, Plan
+
+
+def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
+    """The plan's function ``run(st, special, lixi, castf, chk)`` and, per source line, the index of
+    the instruction it belongs to (-1: none). ``check``: each matrix result is compared with its
+    HOP's predicted metadata (the interpreter's check_metadata)."""
+    names: dict[str, Any] = {}
+    lines: list[str] = []
+    owner: list[int] = []
+
+    def emit(text: str, i: int) -> None:
+        lines.append(text)
+        owner.append(i)
+
+    def bind(value: Any, prefix: str, i: int) -> str:
+        name = f"{prefix}{i}"
+        names[name] = value
+        return name
+
+    for r, v in plan.constants.items():
+        bind(v, "r", r)
+    for i, ins in enumerate(plan.instructions):
+        out = f"r{ins.out}"
+        call = _call(ins, i, bind)
+        if ins.inplace:
+            # the list holds the target as the loop's argument list does (interp._lix_inplace counts it)
+            emit(f"  {out} = lixi([{', '.join(f'r{a}' for a in ins.args)}])", i)
+            emit(f"  if {out} is None: {out} = {call}", i)
+        else:
+            emit(f"  {out} = {call}", i)
+        if ins.cast is not None:
+            t = bind(ins.cast, "t", i)
+            emit(f"  if type({out}) is not {t}: {out} = castf({out}, {t})", i)
+        if check:
+            emit(f"  chk({bind(ins.hop, 'h', i)}, {out})", i)
+        for f in ins.free:
+            emit(f"  r{f} = None", i)
+    for name, r in plan.writes:
+        emit(f"  st[{name!r}] = r{r}", -1)
+    # the loop's register list holds None for a register no instruction sets (a twrite root's)
+    assigned = set(plan.constants) | {ins.out for ins in plan.instructions}
+    emit(f"  return {f'r{plan.result}' if plan.result in assigned else 'None'}", -1)
+    params = ", ".join(names)
+    src = (f"def make({params}):\n def run(st, special, lixi, castf, chk):\n"
+           + "\n".join(" " + ln for ln in lines) + "\n return run\n")
+    # line 1 is make's header, line 2 run's; statement k sits on line k + 3
+    code = compile(src, f"<lafuse plan of {len(plan.instructions)} instructions>", "exec")
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    return ns["make"](**names), [-1, -1, -1] + owner
+
+
+def _call(ins: Instruction, i: int, bind: Callable[[Any, str, int], str]) -> str:
+    args = ", ".join(f"r{a}" for a in ins.args)
+    if ins.opcode == "tread":
+        return f"st[{ins.hop.name!r}]"
+    if ins.fn is None:
+        return f"special({ins.opcode!r}, {bind(ins.hop, 'h', i)}, [{args}], st)"
+    return f"{bind(ins.fn, 'f', i)}({args})"
+
+
+def failing(code: types.CodeType, tb: types.TracebackType | None, owner: list[int]) -> int:
+    """The index of the instruction whose line of ``code`` the traceback passes through (-1: none)."""
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            line = tb.tb_lineno
+            return owner[line] if 0 <= line < len(owner) else -1
+        tb = tb.tb_next
+    return -1

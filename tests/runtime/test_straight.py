@@ -1,0 +1,118 @@
+"""Straight-line plan code (runtime.straight) against the interpreter loop it replaces: the same output,
+the same errors at the same places, the same in-place updates."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lafuse import config as cfgmod
+from lafuse.compiler import run_dml, run_text
+from lafuse.errors import DMLError
+from lafuse.runtime import straight
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "conformance" / "scripts"
+# the corpus scripts that need no generated inputs, arguments or output files
+CORPUS = sorted(p.name for p in SCRIPTS.glob("*.dml") if "#@" not in p.read_text())
+
+
+def _run(text: str, path: str, after: int) -> tuple[str, str | None]:
+    """Printed output and the rendered error (None: the script finished)."""
+    out = io.StringIO()
+    try:
+        run_text(text, path, cfg=cfgmod.get().with_(straight_line_after=after), out=out)
+    except DMLError as e:
+        return out.getvalue(), e.render()
+    return out.getvalue(), None
+
+
+@pytest.fixture
+def generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The instruction counts of the plans straight.generate built during the test."""
+    built: list[int] = []
+    orig = straight.generate
+
+    def counting(plan, check):  # type: ignore[no-untyped-def]
+        built.append(len(plan.instructions))
+        return orig(plan, check)
+
+    monkeypatch.setattr(straight, "generate", counting)
+    return built
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CORPUS) >= 60
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_corpus_script_prints_the_same_as_straight_code(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                        generated: list[int]):
+    """Every plan as generated code from its first run (after=0) against the loop only (after=-1)."""
+    monkeypatch.chdir(SCRIPTS)
+    text = (SCRIPTS / name).read_text()
+    loop = _run(text, name, -1)
+    assert not generated
+    assert _run(text, name, 0) == loop
+    assert generated, "no plan ran as straight-line code"
+
+
+LOOP_ERROR = """
+X = matrix(1, rows=5, cols=3)
+s = 0
+for (i in 1:6) {
+  r = X[i, ]
+  s = s + sum(r)
+}
+print(s)
+"""
+
+
+@pytest.mark.parametrize("after", [0, 2])
+def test_an_error_in_generated_code_names_the_same_instruction(after: int, generated: list[int]):
+    """Iteration 6 indexes out of bounds: the message and its line:col are the loop's, whichever code ran."""
+    expected = _run(LOOP_ERROR, "t.dml", -1)
+    assert expected[1] is not None and expected[1].startswith("t.dml:5:7: runtime error: Invalid values for "
+                                                              "matrix indexing: [6:6,1:3]"), expected
+    assert not generated
+    assert _run(LOOP_ERROR, "t.dml", after) == expected
+    assert generated
+
+
+def test_an_undefined_variable_in_generated_code_is_a_runtime_error(generated: list[int]):
+    text = "x = 0\nfor (i in 1:4) {\n  if (i == 4) { y = q }\n  q = i\n}\n"
+    out, err = _run(text, "t.dml", 0)
+    assert err is not None and "t.dml:3:" in err
+    assert _run(text, "t.dml", -1) == (out, err)
+
+
+def test_left_indexing_in_generated_code_updates_in_place_only_when_nothing_aliases(
+        monkeypatch: pytest.MonkeyPatch):
+    """The loop's reference counts hold in generated code: R is updated in place where nothing else sees
+    it, while the copy B taken in the loop keeps its value."""
+    from lafuse.runtime import interp
+
+    text = """
+R = matrix(0, rows=6, cols=2)
+for (i in 1:6) {
+  if (i == 3) { B = R }
+  R[i, ] = matrix(i, rows=1, cols=2)
+}
+"""
+    orig = interp._lix_inplace
+    for after in (-1, 0):
+        done: list[bool] = []
+
+        def counting(args, done=done):  # type: ignore[no-untyped-def]
+            v = orig(args)
+            done.append(v is not None)
+            return v
+
+        monkeypatch.setattr(interp, "_lix_inplace", counting)
+        r = run_dml(text, outputs=["R", "B"], cfg=cfgmod.get().with_(straight_line_after=after))
+        np.testing.assert_array_equal(r["R"][:, 0], np.arange(1, 7))
+        np.testing.assert_array_equal(r["B"][:, 0], [1, 2, 0, 0, 0, 0])
+        # iteration 3 copies (B sees R); the matrix() literal's first update copies too
+        assert len(done) == 6 and done.count(True) >= 4, (after, done)
