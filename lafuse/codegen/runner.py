@@ -47,6 +47,12 @@ ACC_BUDGET = 1 << 24  # doubles of per-block partial outputs
 # thread and took 158.7 ms per call; 120 ms with this cap (2^15: 119 ms, 2^19: 137 ms). NumPy's two
 # products alone take 74 + 63 ms there
 ROW_BLOCK_CELLS = 1 << 17
+# cells of the main input a pool thread must get before a kernel call fans out to the pool: handing
+# blocks to the pool and waiting for them costs 130-150 us here (a trivial nogil Numba function run by
+# two pool threads against twice in the calling thread: 149 us vs 3 us; 288 vs 200 us for 100 us of
+# work each), more than a mini-batch's work. AutoEncoder's row kernels over 256 x 100 blocks (2 blocks)
+# took 722 us a call through the pool and 294 us in the calling thread
+PARALLEL_CELLS = 1 << 16
 
 
 @dataclass
@@ -227,15 +233,36 @@ def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
     kernel(b0, b1, *args)
 
 
+def _serial_with_one_blas_thread(kernel: Any, nb: int, args: tuple) -> None:
+    """A kernel's products run in the calling thread on one BLAS thread, its own count restored after.
+    Why: the products of a mini-batch's blocks are small, and the BLAS Numba calls (scipy's OpenBLAS)
+    is another library than NumPy's, whose threads still spin after the unfused products: both
+    pools' threads then share the cores. AutoEncoder's row kernels over 256 x 100 blocks took 0.97-1.23
+    ms a call in the calling thread with BLAS at 2 threads, 0.28 ms with 1."""
+    with _POOL_LOCK:
+        if not _SETTERS:
+            _SETTERS.append(_blas_local_setters())
+    prev = [fn(1) for fn in _SETTERS[0]]
+    try:
+        kernel(0, nb, *args)
+    finally:
+        for fn, p in zip(_SETTERS[0], prev):
+            fn(p)
+
+
 def launch(kernel: Any, nb: int, *args: Any) -> None:
     """Run ``kernel(b0, b1, *args)`` over blocks [0, nb) split into contiguous ranges, one per
     thread (the kernels release the GIL). Which thread runs a block never changes a result."""
     pick = getattr(kernel, "for_mode", None)  # cache.ByMode: the function of this mode (args[0])
     if pick is not None:
         kernel = pick(args[0])
-    t = min(threads(), nb)
+    # every call site passes (mode, rows, cols, ...): a thread gets PARALLEL_CELLS of the main at least
+    t = min(threads(), nb, max(1, args[1] * args[2] // PARALLEL_CELLS))
     if t <= 1:
-        kernel(0, nb, *args)
+        if _uses_blas(kernel):
+            _serial_with_one_blas_thread(kernel, nb, args)
+        else:
+            kernel(0, nb, *args)
         return
     with _POOL_LOCK:
         pool = _POOLS.get(t)
