@@ -138,6 +138,10 @@ SKINNY_GEMM_DIM = 64
 SKINNY_GEMM_FLOPS = 1.1e10
 SKINNY_GEMM_FLOPS_PER_DIM = 1.8e9
 SKINNY_GEMM_REF_FLOPS = 7.5e10
+# the rate of such a product whose operands and result fit the cache (a mini-batch's), as a share of the
+# calibrated blas_flops (large square products): measured 256 x 100 times 100 x 50 43 GFLOP/s, 100 x 256
+# times 256 x 50 41, 1000 x 100 times 100 x 50 48 against 75 calibrated (NumPy, 2 threads, best of 2000)
+CACHED_SKINNY_GEMM_SHARE = 0.55
 WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense)): transposes on top
 
 # ---- control flow (paper 003 eq. 1)

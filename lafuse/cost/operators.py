@@ -240,12 +240,19 @@ def kernel_slowdown(prof: HardwareProfile) -> float:
     return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
 
 
-def gemm_rate(prof: HardwareProfile, small_dim: float) -> float:
-    """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim``: the calibrated rate,
-    or far less for a product with a small dimension (constants.SKINNY_GEMM_FLOPS)."""
+def gemm_rate(prof: HardwareProfile, small_dim: float, ws_bytes: float = float("inf")) -> float:
+    """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim`` and whose operands and
+    result take ``ws_bytes``: the calibrated rate, or far less for a product with a small dimension
+    (constants.SKINNY_GEMM_FLOPS, measured over 1e6 rows). That cap is the memory traffic of a tall
+    product; the share of the working set the cache holds runs at CACHED_SKINNY_GEMM_SHARE of the
+    calibrated rate. Why: a mini-batch's 256 x 100 times 100 x 50 (2.6 MFLOP, cached) was priced at the
+    cap, 233 us, and takes 60 us (NumPy, 2 threads); AutoEncoder's unfused products were estimated at
+    2.3x their time, and its fused row kernels, which do the same products per block, looked cheap."""
     if 1 < small_dim <= K.SKINNY_GEMM_DIM:
-        rate = min(K.SKINNY_GEMM_FLOPS, small_dim * K.SKINNY_GEMM_FLOPS_PER_DIM)
-        return rate * prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
+        f = min(1.0, prof.cache_bytes * K.CACHE_SHARE / ws_bytes) if ws_bytes > 0 else 1.0
+        scale = prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
+        cap = f * prof.blas_flops * K.CACHED_SKINNY_GEMM_SHARE + (1.0 - f) * K.SKINNY_GEMM_FLOPS * scale
+        return min(cap, small_dim * K.SKINNY_GEMM_FLOPS_PER_DIM * scale)
     return prof.blas_flops
 
 
@@ -318,7 +325,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         flops, blas = _matmult_flops(mats[0], mats[1])
         if blas:
             op_time = flops / prof.blas_flops + mem_times(prof, 0.0, write * K.BLAS_RESULT_PASSES)[1]
-            op_time = max(op_time, flops / gemm_rate(prof, min(mats[0].rows, mats[0].cols, mats[1].cols)))
+            op_time = max(op_time, flops / gemm_rate(prof, min(mats[0].rows, mats[0].cols, mats[1].cols),
+                                                     read + write))
             if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
                 tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
                 transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
