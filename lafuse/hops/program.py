@@ -54,9 +54,8 @@ class GenericBlock(Block):
     plan: Any = None  # lowered instructions (runtime.lower.Plan), built lazily
     recompiled: Any = None  # cache: input signature -> Plan
     size_scalars: set[str] | None = None  # scalar variables that determine output sizes (recompile key)
-    tread_names: list[str] | None = None  # variables the block reads, sorted
-    # (lo, hi) range bounds keyed by their extent, and the extent's function of the symbol table (recompile)
-    size_spans: list[tuple[tuple[int, int], Callable[[dict[str, Any]], int | None]]] | None = None
+    # the plan-cache key of the symbol table, a generated function (runtime.recompile.signature)
+    signature_fn: Callable[[dict[str, Any]], tuple] | None = None
     weight: float = 1.0  # expected executions per program run (loop nesting), amortizes kernel compiles
 
 

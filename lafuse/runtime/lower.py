@@ -121,6 +121,8 @@ def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[
     def run(a: Any, b: Any) -> Any:
         return mm(a.T if ta else a, b.T if tb else b)
 
+    if getattr(mm, "dense_matmul", False):
+        run.dense_matmul_t = (ta, tb)  # type: ignore[attr-defined]  # (runtime.straight)
     return run
 
 

@@ -23,6 +23,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from lafuse.runtime.lower import Instruction, Plan
 
 
@@ -43,11 +45,12 @@ def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
         names[name] = value
         return name
 
+    names["T"], names["ND"] = type, np.ndarray
     for r, v in plan.constants.items():
         bind(v, "r", r)
     for i, ins in enumerate(plan.instructions):
         out = f"r{ins.out}"
-        call = _call(ins, i, bind)
+        call = _call(ins, i, bind, plan.constants)
         if ins.inplace:
             # the list holds the target as the loop's argument list does (interp._lix_inplace counts it)
             emit(f"  {out} = lixi([{', '.join(f'r{a}' for a in ins.args)}])", i)
@@ -76,13 +79,57 @@ def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
     return ns["make"](**names), [-1, -1, -1] + owner
 
 
-def _call(ins: Instruction, i: int, bind: Callable[[Any, str, int], str]) -> str:
+def _call(ins: Instruction, i: int, bind: Callable[[Any, str, int], str], constants: dict[int, Any]) -> str:
     args = ", ".join(f"r{a}" for a in ins.args)
     if ins.opcode == "tread":
         return f"st[{ins.hop.name!r}]"
     if ins.fn is None:
         return f"special({ins.opcode!r}, {bind(ins.hop, 'h', i)}, [{args}], st)"
-    return f"{bind(ins.fn, 'f', i)}({args})"
+    call = f"{bind(ins.fn, 'f', i)}({args})"
+    fast = _dense_fast_path(ins, i, bind, constants)
+    return call if fast is None else f"{fast[0]} if {fast[1]} else {call}"
+
+
+def _dense_fast_path(ins: Instruction, i: int, bind: Callable[[Any, str, int], str],
+                     constants: dict[int, Any]) -> tuple[str, str] | None:
+    """(expression, guard) of what the kernel computes when the guard holds: NumPy's own call for dense
+    operands, the kernel's fast path without its call and type dispatch (about 1 us of a mini-batch
+    operation's 3-5 us). The guards are the kernel's own (same-shape dense, dense with a float, a
+    conformable dense product); anything else calls the kernel. Floating-point errors need no errstate
+    here: generated code runs inside the interpreter, under kernels_common.ieee_thread."""
+    fn = ins.fn
+    a = ins.args
+    op = getattr(fn, "dense_op", None)
+    if op is not None and len(a) == 1:
+        return f"{bind(op, 'u', i)}(r{a[0]})", f"T(r{a[0]}) is ND"
+    if op is not None and len(a) == 2:
+        u = bind(op, "u", i)
+        x, y = (_float_constant(constants, r) for r in a)
+        if x is None and y is None:
+            dts = [h.dt for h in ins.hop.inputs]
+            if dts == ["matrix", "scalar"]:  # a scalar variable: the kernel's float case
+                return f"{u}(r{a[0]}, r{a[1]})", f"T(r{a[0]}) is ND and T(r{a[1]}) is float"
+            if dts == ["scalar", "matrix"]:
+                return f"{u}(r{a[0]}, r{a[1]})", f"T(r{a[0]}) is float and T(r{a[1]}) is ND"
+            return f"{u}(r{a[0]}, r{a[1]})", f"T(r{a[0]}) is ND and T(r{a[1]}) is ND and r{a[0]}.shape == r{a[1]}.shape"
+        if x is None and y is not None:
+            return f"{u}(r{a[0]}, {bind(y, 'k', i)})", f"T(r{a[0]}) is ND"
+        if x is not None and y is None:
+            return f"{u}({bind(x, 'k', i)}, r{a[1]})", f"T(r{a[1]}) is ND"
+        return None
+    if len(a) != 2:
+        return None
+    ta, tb = getattr(fn, "dense_matmul_t", (False, False))
+    if not (getattr(fn, "dense_matmul", False) or ta or tb):
+        return None
+    left, right = f"r{a[0]}" + (".T" if ta else ""), f"r{a[1]}" + (".T" if tb else "")
+    return f"{left} @ {right}", f"T(r{a[0]}) is ND and T(r{a[1]}) is ND and {left}.shape[1] == {right}.shape[0]"
+
+
+def _float_constant(constants: dict[int, Any], r: int) -> float | None:
+    """A literal operand's value as the kernel passes it to NumPy (an int becomes a float), or None."""
+    v = constants.get(r)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def failing(code: types.CodeType, tb: types.TracebackType | None, owner: list[int]) -> int:

@@ -116,3 +116,45 @@ for (i in 1:6) {
         np.testing.assert_array_equal(r["B"][:, 0], [1, 2, 0, 0, 0, 0])
         # iteration 3 copies (B sees R); the matrix() literal's first update copies too
         assert len(done) == 6 and done.count(True) >= 4, (after, done)
+
+
+FAST_PATHS = """
+X = matrix(seq(1, 12), rows=4, cols=3)
+X[2, 2] = 0 / 0
+X[3, 1] = 1 / 0
+S = rand(rows=4, cols=3, sparsity=0.2, seed=3)
+v = matrix(1, rows=1, cols=3)
+acc = 0
+for (i in 1:3) {
+  A = X * X + 2 - X / 4
+  B = exp(-A) + tanh(X) * i
+  C = A %*% t(X) %*% B + X
+  G = t(X) %*% B
+  D = X * v + S * X + S - 1
+  E = X %*% S[1:3, ]
+  F = t(S) %*% X
+  h = i / 2
+  H = X * h - h / X + X * i
+  acc = acc + sum(A) + sum(B) + sum(C) + sum(G) + sum(D) + sum(E) + sum(F) + sum(H) + sum(X > 3)
+  print(toString(B[1:2, ]) + " " + toString(D[3:4, ]) + " " + toString(X[3, ] * i + 1))
+}
+print(acc)
+"""
+
+
+def test_dense_fast_paths_compute_what_the_kernels_do(generated: list[int]):
+    """Generated code calls NumPy directly for dense operands (same shape, a literal or a DOUBLE variable,
+    a conformable product, transposed or not) and the kernel for anything else (a row vector, CSR, an INT
+    variable, comparisons): both
+    give the loop's output, NaN and Inf included."""
+    expected = _run(FAST_PATHS, "t.dml", -1)
+    assert expected[1] is None and "NaN" in expected[0] and "Infinity" in expected[0], expected
+    assert _run(FAST_PATHS, "t.dml", 0) == expected
+    assert max(generated) >= 20
+
+
+def test_a_non_conformable_product_in_generated_code_is_the_kernels_error():
+    text = "X = matrix(1, rows=3, cols=2)\nfor (i in 1:3) {\n  k = 2 + i %% 2\n  Y = X %*% matrix(1, rows=k, cols=2)\n  print(sum(Y))\n}\n"
+    expected = _run(text, "t.dml", -1)
+    assert expected[1] is not None and "t.dml:4:" in expected[1] and "matrix multiplication" in expected[1]
+    assert _run(text, "t.dml", 0) == expected

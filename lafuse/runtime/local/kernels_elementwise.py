@@ -486,6 +486,9 @@ def make_binary(op: str) -> Callable[[Any, Any], Any]:
                 if type(r) is float or LONG_MIN <= r <= LONG_MAX:
                     return r
             return binary(op, a, b)
+        # what kern computes for same-shape dense operands or a dense one with a float: generated
+        # plan code (runtime.straight) calls it directly under those guards
+        kern.dense_op = f  # type: ignore[attr-defined]
     kern.__name__ = f"k_{op}"
     return kern
 
@@ -579,6 +582,7 @@ def make_unary(op: str) -> Callable[[Any], Any]:
                 return f(x)
         return unary(op, x)
 
+    kern.dense_op = f  # type: ignore[attr-defined]  # (of a dense operand: runtime.straight)
     kern.__name__ = f"k_{op}"
     return kern
 

@@ -44,6 +44,9 @@ def k_matmult(a: Any, b: Any) -> Any:
     return np.asarray(r, dtype=F64)
 
 
+k_matmult.dense_matmul = True  # type: ignore[attr-defined]  # a @ b for dense operands (runtime.straight)
+
+
 # ------------------------------------------------------------------------- solvers and co.
 
 def _square(x: Any, msg: str) -> np.ndarray:
