@@ -244,14 +244,17 @@ def gemm_rate(prof: HardwareProfile, small_dim: float, ws_bytes: float = float("
     """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim`` and whose operands and
     result take ``ws_bytes``: the calibrated rate, or far less for a product with a small dimension
     (constants.SKINNY_GEMM_FLOPS, measured over 1e6 rows). That cap is the memory traffic of a tall
-    product; the share of the working set the cache holds runs at CACHED_SKINNY_GEMM_SHARE of the
-    calibrated rate. Why: a mini-batch's 256 x 100 times 100 x 50 (2.6 MFLOP, cached) was priced at the
-    cap, 233 us, and takes 60 us (NumPy, 2 threads); AutoEncoder's unfused products were estimated at
-    2.3x their time, and its fused row kernels, which do the same products per block, looked cheap."""
+    product; one whose working set fits the cache's share runs at CACHED_SKINNY_GEMM_SHARE of the
+    calibrated rate. Why: a mini-batch's 256 x 100 times 100 x 50 (2.6 MFLOP, cached) was priced at
+    the cap, 233 us, and takes 60 us (NumPy, 2 threads); AutoEncoder's unfused products were
+    estimated at 2.3x their time, and its fused row kernels, which do the same products per block,
+    looked cheap. Not a mix weighted by the cached share: X 1e5 x 50 times 50 x 10 (40 MB) runs near
+    the cap (8-11 GFLOP/s measured), a mix priced it at 18, and the cost policy stopped fusing
+    KMeans' distance kernels."""
     if 1 < small_dim <= K.SKINNY_GEMM_DIM:
-        f = min(1.0, prof.cache_bytes * K.CACHE_SHARE / ws_bytes) if ws_bytes > 0 else 1.0
         scale = prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
-        cap = f * prof.blas_flops * K.CACHED_SKINNY_GEMM_SHARE + (1.0 - f) * K.SKINNY_GEMM_FLOPS * scale
+        cached = ws_bytes <= prof.cache_bytes * K.CACHE_SHARE
+        cap = prof.blas_flops * K.CACHED_SKINNY_GEMM_SHARE if cached else K.SKINNY_GEMM_FLOPS * scale
         return min(cap, small_dim * K.SKINNY_GEMM_FLOPS_PER_DIM * scale)
     return prof.blas_flops
 

@@ -270,8 +270,7 @@ def test_products_with_a_small_dimension_run_below_the_square_blas_rate():
     ta = Hop("t", "reorg", [a], MATRIX, "double")
     ta.rows, ta.cols = 10, 1000000
     tmm = instruction_cost("%*%", _op("%*%", "matmult", [ta, b], 10, 50), PROF)
-    # 480 MB of operands: all but the cache's share of them at the skinny rate
-    assert tmm.compute >= 0.95 * 2.0 * 1e6 * 10 * 50 / rate
+    assert tmm.compute >= 2.0 * 1e6 * 10 * 50 / rate
     square = instruction_cost("%*%", _op("%*%", "matmult", [_m(1000, 1000), _m(1000, 1000)], 1000, 1000), PROF)
     assert square.compute < 2.0 * 1e9 / rate  # a square product keeps the calibrated rate
 
