@@ -210,12 +210,16 @@ def _one_blas_thread() -> None:
     scipy's BLAS and scans the loaded libraries (0.05 s), which kernels without a product never need."""
     if getattr(_LOCAL, "one_blas", False):
         return
+    for fn in _setters():
+        fn(1)
+    _LOCAL.one_blas = True
+
+
+def _setters() -> list[Any]:
     with _POOL_LOCK:
         if not _SETTERS:
             _SETTERS.append(_blas_local_setters())
-    for fn in _SETTERS[0]:
-        fn(1)
-    _LOCAL.one_blas = True
+    return _SETTERS[0]
 
 
 def _uses_blas(kernel: Any) -> bool:
@@ -239,14 +243,12 @@ def _serial_with_one_blas_thread(kernel: Any, nb: int, args: tuple) -> None:
     is another library than NumPy's, whose threads still spin after the unfused products: both
     pools' threads then share the cores. AutoEncoder's row kernels over 256 x 100 blocks took 0.97-1.23
     ms a call in the calling thread with BLAS at 2 threads, 0.28 ms with 1."""
-    with _POOL_LOCK:
-        if not _SETTERS:
-            _SETTERS.append(_blas_local_setters())
-    prev = [fn(1) for fn in _SETTERS[0]]
+    setters = _setters()
+    prev = [fn(1) for fn in setters]
     try:
         kernel(0, nb, *args)
     finally:
-        for fn, p in zip(_SETTERS[0], prev):
+        for fn, p in zip(setters, prev):
             fn(p)
 
 
