@@ -362,9 +362,12 @@ def wait_deferred(cache: str | None, env: dict[str, str], timeout: float = 600.0
 
 
 def run_lafuse(script: Path, nvargs: dict[str, str], cfg: Path, cache: str | None = None,
-               single: bool = False) -> Run:
-    cmd = [sys.executable, "-m", "lafuse", "run", str(script), "--config", str(cfg), "--stats", "5",
-           "--nvargs", *[f"{k}={v}" for k, v in nvargs.items()]]
+               single: bool = False, stats: bool = True) -> Run:
+    """One ``lafuse run`` process. ``stats``: with ``--stats`` (heavy hitters and the codegen lines),
+    which times every instruction: a timed run goes without, as a user's run does (it cost a mini-batch
+    MLP's loop 13-25% more, and 50% while --stats kept the interpreter loop)."""
+    cmd = [sys.executable, "-m", "lafuse", "run", str(script), "--config", str(cfg),
+           *(["--stats", "5"] if stats else []), "--nvargs", *[f"{k}={v}" for k, v in nvargs.items()]]
     env = lafuse_env(cache)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=script.parent, env=env)
@@ -453,6 +456,7 @@ class SystemResult:
     runs: list[Run] = field(default_factory=list)
     note: str = ""
     skipped: str | None = None  # reason the system did not run
+    top: list[str] = field(default_factory=list)  # heavy hitters of an untimed --stats run (lafuse)
 
     @property
     def ops(self) -> list[float]:
@@ -471,7 +475,7 @@ class SystemResult:
             "op_max": max(ops) if ops else None, "op_samples": ops, "first": firsts,
             "wall_median": statistics.median(walls) if walls else None, "walls": walls,
             "results": list(self.runs[0].results) if self.runs and self.runs[0].results else [],
-            "top": self.runs[-1].top if self.runs else [], "error": self.error, "note": self.note,
+            "top": self.top or (self.runs[-1].top if self.runs else []), "error": self.error, "note": self.note,
             "skipped": self.skipped,
         }
 
@@ -548,9 +552,10 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     cache of this workload's own (an algorithm's two sizes share one), empty at the start: each fusion
     policy first runs the workload once untimed (``first_runs``), so the timed runs measure the warm state
     a user sees from the second run of a script on (a micro-benchmark also leaves each process's first
-    iteration out). Compile-overhead rows (paper 000 Table 3, Figure 12): fuse-all's untimed run (cold: it
-    compiles every kernel it fuses), then the first timed runs of fuse-all and the cost-based policy
-    (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them ahead of the timed rounds),
+    iteration out). Each lafuse system's timed runs go without ``--stats``; in the first round an untimed
+    run with it comes first (heavy hitters). Compile-overhead rows (paper 000 Table 3, Figure 12): fuse-all's
+    untimed first run (cold: it compiles every kernel it fuses), then the untimed ``--stats`` runs of
+    fuse-all and the cost-based policy (warm). ``first``: the cold rows of ``first_runs`` done ahead (suite.py runs them ahead of the timed rounds),
     else they run here (for every workload: an algorithm's large size after its small one, on the
     cache the small one warmed, is a script of its own)."""
     arrays = {k: ds.arrays[k] for k in w.inputs}
@@ -562,7 +567,7 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
         row = first_runs(w, ds, script, tmp, progress)
         first = [row] if empty else []
     compile_rows: list[dict[str, Any]] = list(first)
-    cold = bool(first)  # this workload's cache started empty: its first timed runs are the warm rows
+    cold = bool(first)  # this workload's cache started empty: its first --stats runs are the warm rows
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
     huge = bool(w.numpy_note) and "X" in ds.arrays and ds.arrays["X"].shape[0] ** 2 * 8 > HUGE_BYTES
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))
@@ -593,10 +598,12 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
                 continue
             progress(f"{w.name}: {name} (round {rnd + 1}/{a.reps})")
             if name.startswith("lafuse"):
-                r = run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single)
-                if name in ("lafuse-fuse-all", "lafuse-cost") and cold and rnd == 0:
-                    compile_rows.append(_compile_row(w, name, "warm", r))
-                s.runs.append(r)
+                if rnd == 0:  # untimed, with --stats: the heavy hitters and the warm compile row
+                    r = run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single)
+                    s.top = r.top
+                    if name in ("lafuse-fuse-all", "lafuse-cost") and cold:
+                        compile_rows.append(_compile_row(w, name, "warm", r))
+                s.runs.append(run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single, stats=False))
             elif name.startswith("systemds"):
                 assert java is not None
                 s.runs.append(java.run(script, {k: ds.sds_files[k] for k in w.inputs},

@@ -308,7 +308,8 @@ def header(doc: Doc, report: dict[str, Any], json_path: Path) -> None:
         "SystemDS the whole-process wall time (start-up, compilation, reading the data) is given as well. "
         "Each lafuse fusion policy runs every benchmark once untimed first (fuse-all's run, with an empty "
         "plan and kernel cache, is the cold row of the compile-overhead table), so the timed runs show the "
-        "state from a script's second run on; JAX's compilation is in its warm-up call. "
+        "state from a script's second run on; lafuse's timed runs go without `--stats` (an untimed run "
+        "with it gives the heavy hitters); JAX's compilation is in its warm-up call. "
         "The bandwidth limit is the bytes that must be read (× passes for algorithms) over the read "
         "bandwidth, with the profile's bandwidth / the measured one. Ratios are x of NumPy (time / NumPy "
         "time, lower is better). ⚠ marks a result that does not match NumPy's or a failed run; n/a marks a "
@@ -392,8 +393,8 @@ def compile_section(doc: Doc, report: dict[str, Any], rows: list[dict[str, Any]]
              for r in rows]
     doc.lines += ["", "## Compile overhead", "",
                   "Cold: lafuse fuse-all's first run of the benchmark, with an empty plan and kernel cache "
-                  "(it compiles every kernel it fuses). Warm: the first timed runs of fuse-all and of the "
-                  "cost-based policy, which load those kernels from the disk cache (or, for the cost-based "
+                  "(it compiles every kernel it fuses). Warm: the next runs of fuse-all and of the "
+                  "cost-based policy (untimed, with `--stats`), which load those kernels from the disk cache (or, for the cost-based "
                   "one, leave operators unfused where a kernel would not pay). The partitions, interesting "
                   "points and plans columns count the plan enumeration (paper 000 Figure 12). Times in s."]
     doc.lines += [""] + table(["benchmark", "system", "cache"] + [h for _, h in COMPILE_COLUMNS], cells)

@@ -189,16 +189,17 @@ class Interpreter:
         stats = self.stats
         check = self.cfg.check_metadata
         after = self.cfg.straight_line_after
-        if stats is None and after >= 0:  # --stats times every instruction in the loop below
+        if after >= 0:
             code = plan.code
-            if code is None or code[3] != check:
+            mode = (check, stats is not None)  # --stats: code that times each instruction
+            if code is None or code[3] != mode:
                 plan.runs += 1
                 if plan.runs > after:
-                    fn, owner = straight.generate(plan, check)
-                    code = plan.code = (fn, fn.__code__, owner, check)
-            if code is not None and code[3] == check:
+                    fn, owner = straight.generate(plan, *mode)
+                    code = plan.code = (fn, fn.__code__, owner, mode)
+            if code is not None and code[3] == mode:
                 try:
-                    v = code[0](st, self.special, _lix_inplace, _cast_scalar, _check_metadata)
+                    v = code[0](st, self.special, _lix_inplace, _cast_scalar, _check_metadata, stats)
                 except Exception as e:
                     self._straight_error(plan, code, st, e)
                     raise

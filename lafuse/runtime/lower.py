@@ -62,9 +62,9 @@ class Plan:
     result: int = -1  # register of the single root of a predicate DAG
     candidates: tuple[str, ...] = ()  # canonical hashes of the fusion candidates of its DAG
     # runtime.straight: executions by the interpreter loop, then the generated code (function, its
-    # code object, instruction per line, whether it checks metadata)
+    # code object, instruction per line, (whether it checks metadata, whether it times instructions))
     runs: int = 0
-    code: tuple[Callable[..., Any], Any, list[int], bool] | None = None
+    code: tuple[Callable[..., Any], Any, list[int], tuple[bool, bool]] | None = None
 
 
 def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,6 +19,7 @@ overhead, which a block that runs once would not get back.
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -28,10 +29,12 @@ import numpy as np
 from lafuse.runtime.lower import Instruction, Plan
 
 
-def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
-    """The plan's function ``run(st, special, lixi, castf, chk)`` and, per source line, the index of
-    the instruction it belongs to (-1: none). ``check``: each matrix result is compared with its
-    HOP's predicted metadata (the interpreter's check_metadata)."""
+def generate(plan: Plan, check: bool, timed: bool = False) -> tuple[Callable[..., Any], list[int]]:
+    """The plan's function ``run(st, special, lixi, castf, chk, stats)`` and, per source line, the index
+    of the instruction it belongs to (-1: none). ``check``: each matrix result is compared with its
+    HOP's predicted metadata (the interpreter's check_metadata). ``timed``: each instruction adds its
+    time and one execution to its own counters for ``stats`` (``--stats``), as the loop does; the
+    statistics then describe the code that runs without them, at two clock reads an instruction."""
     names: dict[str, Any] = {}
     lines: list[str] = []
     owner: list[int] = []
@@ -45,12 +48,18 @@ def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
         names[name] = value
         return name
 
-    names["T"], names["ND"] = type, np.ndarray
+    names["T"], names["ND"], names["PC"] = type, np.ndarray, time.perf_counter
     for r, v in plan.constants.items():
         bind(v, "r", r)
     for i, ins in enumerate(plan.instructions):
         out = f"r{ins.out}"
         call = _call(ins, i, bind, plan.constants)
+        if timed:
+            me = bind(ins, "i", i)
+            # an instruction's first run under these statistics zeroes its counters and estimates it
+            # (untimed, from its arguments); then the loop's window: the call, cast and check
+            emit(f"if {me}.stats_of is not stats: stats.first_run({me}, [{', '.join(f'r{a}' for a in ins.args)}])", i)
+            emit("t_ = PC()", i)
         if ins.inplace:
             # the list holds the target as the loop's argument list does (interp._lix_inplace counts it)
             emit(f"{out} = lixi([{', '.join(f'r{a}' for a in ins.args)}])", i)
@@ -62,6 +71,8 @@ def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
             emit(f"if type({out}) is not {t}: {out} = castf({out}, {t})", i)
         if check:
             emit(f"chk({bind(ins.hop, 'h', i)}, {out})", i)
+        if timed:
+            emit(f"{me}.t_sum += PC() - t_; {me}.runs += 1", i)
         for f in ins.free:
             emit(f"r{f} = None", i)
     for name, r in plan.writes:
@@ -69,7 +80,7 @@ def generate(plan: Plan, check: bool) -> tuple[Callable[..., Any], list[int]]:
     # the loop's register list holds None for a register no instruction sets (a twrite root's)
     assigned = set(plan.constants) | {ins.out for ins in plan.instructions}
     emit(f"return {f'r{plan.result}' if plan.result in assigned else 'None'}", -1)
-    fn = closure(names, "run(st, special, lixi, castf, chk)", lines,
+    fn = closure(names, "run(st, special, lixi, castf, chk, stats)", lines,
                  f"<lafuse plan of {len(plan.instructions)} instructions>")
     return fn, [-1] * BODY_LINE + owner
 

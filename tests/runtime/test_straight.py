@@ -35,9 +35,9 @@ def generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     built: list[int] = []
     orig = straight.generate
 
-    def counting(plan, check):  # type: ignore[no-untyped-def]
+    def counting(plan, check, timed=False):  # type: ignore[no-untyped-def]
         built.append(len(plan.instructions))
-        return orig(plan, check)
+        return orig(plan, check, timed)
 
     monkeypatch.setattr(straight, "generate", counting)
     return built
@@ -158,3 +158,44 @@ def test_a_non_conformable_product_in_generated_code_is_the_kernels_error():
     expected = _run(text, "t.dml", -1)
     assert expected[1] is not None and "t.dml:4:" in expected[1] and "matrix multiplication" in expected[1]
     assert _run(text, "t.dml", 0) == expected
+
+
+STATS_LOOP = """
+X = matrix(seq(1, 12), rows=4, cols=3)
+w = matrix(1, rows=3, cols=1)
+s = 0
+for (i in 1:20) {
+  r = X[1 + (i %% 4), ]
+  w = w - 0.01 * t(r) * (r %*% w)
+  s = s + sum(w)
+}
+print(s)
+"""
+
+
+def _stats_run(after: int) -> tuple[str, dict[str, int], dict[str, float]]:
+    from lafuse.compiler import Compiler
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.stats import Stats
+
+    stats = Stats()
+    cfg = cfgmod.get().with_(straight_line_after=after)
+    out = io.StringIO()
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg, stats=stats)
+        prog = comp.compile_text(STATS_LOOP, "s.dml")
+        Interpreter(prog, comp, out=out, stats=stats).run({})
+    return out.getvalue(), stats.op_count, stats.op_time
+
+
+@pytest.mark.parametrize("after", [0, 2])
+def test_stats_time_and_count_every_instruction_of_generated_code(after: int, generated: list[int]):
+    """--stats runs the generated code too (timing each instruction in it): the same executions per
+    opcode as the loop, each opcode timed."""
+    out, counts, times = _stats_run(-1)
+    assert not generated
+    assert counts["rix"] == 20 and counts["%*%"] == 20
+    assert _stats_run(after)[:2] == (out, counts)
+    assert generated, "--stats kept the interpreter loop"
+    t = _stats_run(after)[2]
+    assert set(t) == set(counts) and all(t[op] > 0 for op in ("rix", "%*%", "-"))
