@@ -1,5 +1,3 @@
-import sys
+from lafuse.cli import entry
 
-from lafuse.cli import main
-
-sys.exit(main())
+entry()

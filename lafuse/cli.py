@@ -166,6 +166,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> NoReturn:
+    """The ``lafuse`` command (and ``python -m lafuse``): :func:`main`, then an exit that skips the
+    interpreter's teardown. Why: a normal exit finalizes every module and object, work that only
+    frees memory the system takes back anyway: 17 ms of ``lafuse run`` on ``print(1)`` (and 12 ms of
+    ``python -c "import numpy"``'s 91), measured with farm-bench, 25 pairs, ``os._exit`` against
+    ``sys.exit``. What an exit must do still happens, in Python's order: non-daemon threads are
+    joined, the atexit functions run (a private plan cache is removed, logging flushed), and the
+    output streams are flushed."""
+    rc = main()
+    import atexit
+    import threading
+
+    for t in threading.enumerate():
+        if t is not threading.main_thread() and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (output piped into head) or a closed stream
+            pass
+    os._exit(rc)
+
+
 def _main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.cmd in ("run", "calibrate"):  # calibrate measures the heap that runs use
@@ -252,9 +276,12 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
     from lafuse.runtime.threads import blas_limited
-    from lafuse.stats import Stats
 
-    stats = Stats() if cfg.stats else None
+    stats = None
+    if cfg.stats:
+        from lafuse.stats import Stats
+
+        stats = Stats()
     comp = Compiler(cfg, nvargs, pos, stats)
     if ns.inline is not None:
         text, path = ns.inline, "<inline>"

@@ -10,7 +10,7 @@ import io
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from lafuse import config as cfgmod
 from lafuse import rewrite
@@ -22,7 +22,9 @@ from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.runtime.lower import Plan, lower
-from lafuse.stats import Stats
+
+if TYPE_CHECKING:  # --stats only: imported where a run makes one
+    from lafuse.stats import Stats
 
 
 class Compiler:

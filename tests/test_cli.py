@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,27 @@ def test_tune_malloc_keeps_large_blocks_for_reuse(monkeypatch):
     assert tune_malloc() is False
     monkeypatch.setenv("LAFUSE_MALLOC_TUNE", "1")
     assert tune_malloc() is (platform.libc_ver()[0] == "glibc")
+
+
+def test_the_command_ends_without_teardown_but_does_what_an_exit_must(tmp_path: Path):
+    """``lafuse`` ends with os._exit (cli.entry): piped output still arrives whole, a written file is
+    complete, the exit code is the run's, and atexit functions still run (the private plan cache a
+    process makes when the configured one is unusable is removed)."""
+    out = tmp_path / "X.csv"
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("")
+    env = {**os.environ, "TMPDIR": str(tmp_path), "LAFUSE_CODEGEN_CACHE": str(blocked),
+           "LAFUSE_BACKGROUND": "0"}
+    script = f"X = matrix(seq(1, 20000), rows=10000, cols=2); write(X, '{out}', format='csv')\n" + \
+        "for (i in 1:3000) { print(i) }\n"
+    r = subprocess.run([sys.executable, "-m", "lafuse", "run", "-s", script], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(i) for i in range(1, 3001)]
+    assert "private temporary directory" in r.stderr
+    assert not list(tmp_path.glob("lafuse-codegen-*")), "the private plan cache outlived the process"
+    rows = out.read_text().splitlines()
+    assert len(rows) == 10000 and rows[-1] == "19999.0,20000.0", rows[-1]
+    bad = subprocess.run([sys.executable, "-m", "lafuse", "run", "-s", "print(1)\nx = y + 1"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 1 and "y" in bad.stderr and bad.stdout == ""

@@ -794,6 +794,6 @@ def _calls_time(node: object) -> bool:
         return True
     if isinstance(node, list):
         return any(_calls_time(x) for x in node)
-    if hasattr(node, "__dataclass_fields__"):
-        return any(_calls_time(getattr(node, f)) for f in node.__dataclass_fields__ if f != "span")
+    if isinstance(node, A.Node):
+        return any(_calls_time(v) for v in A.children(node))
     return False

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
@@ -22,7 +22,9 @@ from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program,
 from lafuse.runtime import deepstack, recompile, straight
 from lafuse.runtime.lower import EXECUTED, Plan, bind_args
 from lafuse.runtime.values import ListValue, is_matrix
-from lafuse.stats import Stats
+
+if TYPE_CHECKING:  # --stats only: imported where a run makes one
+    from lafuse.stats import Stats
 
 
 def _dag_span(dag: Any, b: Block) -> Any:

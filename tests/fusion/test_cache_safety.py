@@ -523,9 +523,8 @@ def test_parsed_scripts_are_cached_signed_and_a_cached_run_skips_lark(tmp_path, 
            "LAFUSE_BACKGROUND": "0"}
     script = tmp_path / "s.dml"
     script.write_text("x = 1 + 2 * 3\nprint(x)\n")
-    probe = ("import sys, runpy; sys.argv = ['lafuse', 'run', sys.argv[1]]\n"
-             "try:\n    runpy.run_module('lafuse', run_name='__main__')\n"
-             "except SystemExit:\n    pass\nprint('lark' in sys.modules)\n")
+    probe = ("import sys\nfrom lafuse import cli\ncli.main(['run', sys.argv[1]])\n"
+             "print('lark' in sys.modules)\n")
     outs = [subprocess.run([sys.executable, "-c", probe, str(script)], env=env, capture_output=True, text=True)
             for _ in range(2)]
     assert [o.stdout for o in outs] == ["7\nTrue\n", "7\nFalse\n"], [o.stderr for o in outs]

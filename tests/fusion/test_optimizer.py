@@ -342,9 +342,8 @@ def test_a_small_script_starts_without_the_optimizer(tmp_path):
 
     script = tmp_path / "s.dml"
     script.write_text(SMALL_ONCE[0] + "\n")
-    probe = ("import sys, runpy; sys.argv = ['lafuse', 'run', sys.argv[1]]\n"
-             "try:\n    runpy.run_module('lafuse', run_name='__main__')\n"
-             "except SystemExit:\n    pass\nprint('lafuse.fusion' in sys.modules)\n")
+    probe = ("import sys\nfrom lafuse import cli\ncli.main(['run', sys.argv[1]])\n"
+             "print('lafuse.fusion' in sys.modules)\n")
     env = {**os.environ, "LAFUSE_BACKGROUND": "0", "LAFUSE_CODEGEN_CACHE": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-c", probe, str(script)], env=env, capture_output=True, text=True)
     plain = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--no-codegen"], env=env,
