@@ -18,8 +18,10 @@ non-zeros of X (a gather over the non-zeros and a sparse product or segment sum)
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -664,4 +666,5 @@ def workload(alg: Algorithm, size: str) -> Workload:
         jax=build_jax(alg), jax_note="jit of one iteration" + (", gather over nnz(X)" if alg.sparse else ""),
         numpy_note="SciPy CSR, products sampled at nnz(X)" if alg.sparse else "", n_out=alg.n_out,
         group="algorithm", size=size, algorithm=alg.title, passes=alg.iters, single=True, rel_tol=ALG_REL_TOL,
-        known_wrong=dict(alg.known_wrong))
+        known_wrong=dict(alg.known_wrong),
+        numpy_process=[sys.executable, str(Path(__file__).with_name("numpy_twin.py")), alg.key])

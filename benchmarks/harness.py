@@ -187,6 +187,9 @@ class Workload:
     # bytes any implementation must read, if fewer than all of the inputs (an outer product over a sparse X
     # needs only the rows of U and V that X's non-zeros touch)
     needed_bytes: Callable[[dict], int] | None = None
+    # the NumPy twin as a process of its own (argv before the NAME=PATH inputs), timed as lafuse is: one
+    # run in a fresh process (algorithms); the in-process, warm time is reported as "numpy-warm"
+    numpy_process: list[str] | None = None
 
     def script(self, inner: int, ds: DataSet) -> str:
         reads = "".join(f'{n} = read(${n}, format="binary")\n' for n in self.inputs)
@@ -383,6 +386,21 @@ def run_lafuse(script: Path, nvargs: dict[str, str], cfg: Path, cache: str | Non
     return r
 
 
+def run_numpy_process(w: Workload, ds: DataSet) -> Run:
+    """One run of the NumPy twin in a process of its own (benchmarks/numpy_twin.py)."""
+    assert w.numpy_process is not None
+    cmd = [*w.numpy_process, *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    r = Run(wall=time.perf_counter() - t0)
+    if proc.returncode != 0:
+        r.error = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200]
+        return r
+    times, r.results = parse_script_output(proc.stdout.splitlines())
+    r.first, r.op = split_first(times, True)
+    return r
+
+
 def run_inprocess(fn: Callable[[], Any], kind: str, inner: int, warm: bool) -> Run:
     r = Run()
     try:
@@ -571,6 +589,8 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     systems: dict[str, SystemResult] = {n: SystemResult(n) for n in cfgs}
     huge = bool(w.numpy_note) and "X" in ds.arrays and ds.arrays["X"].shape[0] ** 2 * 8 > HUGE_BYTES
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))
+    systems["numpy-warm"] = SystemResult("numpy-warm", note=w.numpy_note, skipped=None if w.numpy_process else
+                                         "the NumPy/SciPy column is in-process and warm already")
     ne, ne_note = mods["numexpr"]
     systems["numexpr"] = SystemResult("numexpr", skipped=None if w.numexpr and ne else
                                       (ne_note if w.numexpr else w.numexpr_note))
@@ -581,7 +601,7 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     for cg in ("off", "on"):
         skip = java_note or (f"conversion failed: {ds.sds_convert}" if ds.sds_convert else None)
         systems[f"systemds-codegen-{cg}"] = SystemResult(f"systemds-codegen-{cg}", skipped=skip)
-    inproc: dict[str, Callable[[], Any]] = {"numpy": lambda: w.numpy(arrays)}
+    inproc: dict[str, Callable[[], Any]] = {"numpy-warm" if w.numpy_process else "numpy": lambda: w.numpy(arrays)}
     if w.numba is not None:
         inproc["numba"] = lambda: w.numba(arrays)  # type: ignore[misc]
     if systems["numexpr"].skipped is None:
@@ -608,6 +628,8 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
                 assert java is not None
                 s.runs.append(java.run(script, {k: ds.sds_files[k] for k in w.inputs},
                                        codegen=name.endswith("on"), workdir=tmp, single=w.single))
+            elif name == "numpy" and w.numpy_process:
+                s.runs.append(run_numpy_process(w, ds))
             elif name == "numpy" and huge:
                 if rnd == 0:
                     s.runs.append(run_inprocess(inproc[name], w.result, 1, warm=False))

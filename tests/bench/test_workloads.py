@@ -103,3 +103,19 @@ def test_a_documented_defect_of_another_system_is_flagged_not_fatal() -> None:
     assert checks["systemds-codegen-off"] == "ok"
     assert checks["systemds-codegen-on"].startswith("KNOWN MISMATCH rel") and "codegen off" in checks["systemds-codegen-on"]
     assert checks["jax"].startswith("MISMATCH")  # not documented: still a wrong result
+
+
+@pytest.mark.parametrize("key", ["glm", "pnmf"])
+def test_the_numpy_twin_process_computes_what_the_in_process_twin_computes(key: str, tmp_path: Path) -> None:
+    """The NumPy/SciPy column of an algorithm is a process of its own reading lafuse's input files
+    (numpy_twin.py, dense and sparse): the same results as the in-process twin, one timed run."""
+    from harness import run_numpy_process
+
+    alg = next(a for a in algorithms.ALGORITHMS if a.key == key)
+    ds = algorithms.generate(alg, "small", True)
+    write_lafuse(ds, tmp_path)
+    w = algorithms.workload(alg, "small")
+    ref = _results(w.numpy({k: ds.arrays[k] for k in w.inputs}), w.result)
+    r = run_numpy_process(w, ds)
+    assert r.error is None and len(r.op) == 1 and r.op[0] > 0 and r.wall is not None and r.wall > r.op[0]
+    assert rel_diff(tuple(r.results), ref) <= 1e-12, (r.results, ref)
