@@ -315,3 +315,11 @@ def test_command_line_mistakes_exit_1(capsys, tmp_path):
         cli.main(["run", "-s", "print(1)", "--bogus"])
     assert ei.value.code == 1
     assert capsys.readouterr().err.endswith("lafuse: error: unrecognized arguments: --bogus\n")
+
+
+def test_a_dimension_beyond_floats_is_a_located_error_not_an_internal_one(capsys, tmp_path: Path):
+    """``matrix(0, 1e308, 5)``: its size estimate once overflowed converting the cell count to a float
+    (found by tests/lang/test_fuzz.py); now the run stops at the memory budget, at the call."""
+    rc, out, err = run_in_process(capsys, tmp_path, "X = matrix(0, 1e308, 5)\nprint(sum(X))\n")
+    assert rc == 1 and out == ""
+    assert err[0].startswith("s.dml:1:5: runtime error: 'matrix' with a ") and "beyond the memory budget" in err[0], err

@@ -392,7 +392,7 @@ def output_bytes(rows: int, cols: int, nnz: int) -> float:
     """Bytes of a dense or CSR block, chosen like the runtime chooses the format."""
     if rows < 0 or cols < 0:
         return -1.0
-    cells = rows * cols
+    cells = float(rows) * cols  # as a float: dims of ~1e308 (a literal's) overflow an int-to-float product
     dense = DENSE_CELL_BYTES * cells
     if nnz >= 0 and cols > 1 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:  # (values.sparse_format)
         return min(dense, SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1))
