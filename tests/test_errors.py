@@ -317,9 +317,13 @@ def test_command_line_mistakes_exit_1(capsys, tmp_path):
     assert capsys.readouterr().err.endswith("lafuse: error: unrecognized arguments: --bogus\n")
 
 
-def test_a_dimension_beyond_floats_is_a_located_error_not_an_internal_one(capsys, tmp_path: Path):
-    """``matrix(0, 1e308, 5)``: its size estimate once overflowed converting the cell count to a float
-    (found by tests/lang/test_fuzz.py); now the run stops at the memory budget, at the call."""
-    rc, out, err = run_in_process(capsys, tmp_path, "X = matrix(0, 1e308, 5)\nprint(sum(X))\n")
-    assert rc == 1 and out == ""
-    assert err[0].startswith("s.dml:1:5: runtime error: 'matrix' with a ") and "beyond the memory budget" in err[0], err
+@pytest.mark.parametrize("extra", [(), ("--stats",), ("--codegen",)])
+def test_a_dimension_beyond_floats_is_a_located_error_not_an_internal_one(capsys, tmp_path: Path, extra):
+    """``matrix(0, 1e308, 5)``: its size and cost estimates once overflowed converting cell counts to
+    floats (found by tests/lang/test_fuzz.py). A dimension saturates at a Java long's maximum, as
+    SystemDS casts it; the run stops at the memory budget, at the call."""
+    text = "X = matrix(0, 1e308, 5)\nY = X * 2 + 1\nprint(nrow(X))\nprint(sum(Y))\n"
+    rc, out, err = run_in_process(capsys, tmp_path, text, *extra)
+    assert rc == 1 and out.splitlines()[0] == str(2**63 - 1), (out, err)
+    assert any(ln.startswith("s.dml:1:5: runtime error: 'matrix' with a 9223372036854775807x5 result needs")
+               and "beyond the memory budget" in ln for ln in err), err

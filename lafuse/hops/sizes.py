@@ -149,11 +149,18 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+# the largest dimension: SystemDS casts a dimension argument to a Java long, which saturates there
+MAX_DIM = (1 << 63) - 1
+
+
 def _int_or_unknown(v: Any) -> int:
+    """A dimension argument's value as an int (-1: unknown), saturated at MAX_DIM: a literal such as
+    1e308 would otherwise make a 309-digit dimension whose products no float holds (the size and cost
+    estimates raised OverflowError converting them)."""
     if isinstance(v, bool) or v is None:
         return -1
     if isinstance(v, (int, float)) and math.isfinite(v):
-        return int(v)
+        return min(int(v), MAX_DIM)
     return -1
 
 
@@ -392,7 +399,7 @@ def output_bytes(rows: int, cols: int, nnz: int) -> float:
     """Bytes of a dense or CSR block, chosen like the runtime chooses the format."""
     if rows < 0 or cols < 0:
         return -1.0
-    cells = float(rows) * cols  # as a float: dims of ~1e308 (a literal's) overflow an int-to-float product
+    cells = rows * cols
     dense = DENSE_CELL_BYTES * cells
     if nnz >= 0 and cols > 1 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:  # (values.sparse_format)
         return min(dense, SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1))
