@@ -378,12 +378,7 @@ def run_lafuse(script: Path, nvargs: dict[str, str], cfg: Path, cache: str | Non
     # a kernel that pays only from the disk cache compiles after the run in the background
     # (codegen.deferred): the next measurement must not share the CPU with it
     wait_deferred(cache, env)
-    if proc.returncode != 0:
-        r.error = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200]
-        return r
-    times, r.results = parse_script_output(proc.stdout.splitlines())
-    r.first, r.op = split_first(times, single)
-    return r
+    return _timed_output(r, proc, single)
 
 
 def run_numpy_process(w: Workload, ds: DataSet) -> Run:
@@ -392,12 +387,17 @@ def run_numpy_process(w: Workload, ds: DataSet) -> Run:
     cmd = [*w.numpy_process, *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    r = Run(wall=time.perf_counter() - t0)
+    return _timed_output(Run(wall=time.perf_counter() - t0), proc, True)
+
+
+def _timed_output(r: Run, proc: subprocess.CompletedProcess, single: bool) -> Run:
+    """``r`` with the times and results a process printed ("T <ns>", "R <x>"), or its error: the last
+    line of what it wrote, when it failed."""
     if proc.returncode != 0:
         r.error = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200]
         return r
     times, r.results = parse_script_output(proc.stdout.splitlines())
-    r.first, r.op = split_first(times, True)
+    r.first, r.op = split_first(times, single)
     return r
 
 

@@ -53,16 +53,17 @@ def generate(plan: Plan, check: bool, timed: bool = False) -> tuple[Callable[...
         bind(v, "r", r)
     for i, ins in enumerate(plan.instructions):
         out = f"r{ins.out}"
-        call = _call(ins, i, bind, plan.constants)
+        args = ", ".join(f"r{a}" for a in ins.args)
+        call = _call(ins, i, args, bind, plan.constants)
         if timed:
             me = bind(ins, "i", i)
             # an instruction's first run under these statistics zeroes its counters and estimates it
             # (untimed, from its arguments); then the loop's window: the call, cast and check
-            emit(f"if {me}.stats_of is not stats: stats.first_run({me}, [{', '.join(f'r{a}' for a in ins.args)}])", i)
+            emit(f"if {me}.stats_of is not stats: stats.first_run({me}, [{args}])", i)
             emit("t_ = PC()", i)
         if ins.inplace:
             # the list holds the target as the loop's argument list does (interp._lix_inplace counts it)
-            emit(f"{out} = lixi([{', '.join(f'r{a}' for a in ins.args)}])", i)
+            emit(f"{out} = lixi([{args}])", i)
             emit(f"if {out} is None: {out} = {call}", i)
         else:
             emit(f"{out} = {call}", i)
@@ -99,8 +100,9 @@ def closure(names: dict[str, Any], header: str, body: list[str], filename: str) 
     return scope["make"](**names)  # type: ignore[no-any-return]
 
 
-def _call(ins: Instruction, i: int, bind: Callable[[Any, str, int], str], constants: dict[int, Any]) -> str:
-    args = ", ".join(f"r{a}" for a in ins.args)
+def _call(ins: Instruction, i: int, args: str, bind: Callable[[Any, str, int], str],
+          constants: dict[int, Any]) -> str:
+    """The expression of an instruction's call; ``args``: its argument registers, comma-separated."""
     if ins.opcode == "tread":
         return f"st[{ins.hop.name!r}]"
     if ins.fn is None:
