@@ -66,7 +66,7 @@ FUSED_CSR_SEEK_TIME = 3.5e-9
 # then `import lafuse.codegen` 0.09-0.13 s), and the first load from the disk cache less a later load's
 # CODEGEN_WARM_LOAD_TIME (NRT init, environment rebuild: the first 0.08-0.12 s, the next ones 10-12 ms;
 # it was 0.19-0.25 s while Numba refreshed its registries on load, codegen.cache). A first kernel that
-# calls BLAS finds the per-thread BLAS setters on top (0.05 s, not modelled). An earlier constant
+# calls BLAS pays SCIPY_BLAS_IMPORT_TIME on top. An earlier constant
 # charged 0.25 s for both parts (import 0.16 s): the cost policy then fused MLP's and AutoEncoder's
 # final evaluations, which run once, and lost 0.2-0.4 s a run to the start it underpriced
 DEFAULT_NUMBA_IMPORT_TIME = 0.30
@@ -80,6 +80,10 @@ CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache
 # no fused operator could pay there (compiler.fusion_cannot_pay); the factor covers slower machines
 FUSION_SKIP_MARGIN = 4.0  # ratio
 SCIPY_SPARSE_IMPORT_TIME = 0.19  # s, lafuse imports scipy.sparse on the first sparse value of a process
+# s, the first kernel of a process that calls BLAS (Numba's np.dot takes scipy's BLAS) imports
+# scipy.linalg.cython_blas while it loads: measured 0.13-0.16 s after NumPy and Numba; KMeans' fused
+# t(P) %*% X loaded in 0.21 s, 0.05 s with scipy's BLAS imported before (cost.fused.blas_start)
+SCIPY_BLAS_IMPORT_TIME = 0.15
 
 # ---- operation weights, in simple-element-wise-op units per cell
 WEIGHT_SIMPLE = 1.0  # + - * comparisons, min/max

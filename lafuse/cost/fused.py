@@ -10,6 +10,8 @@ unfused and the fused side of every decision come from the same rates.
 
 from __future__ import annotations
 
+import sys
+
 from lafuse.cost import constants as K
 from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, kernel_slowdown, mem_times, meta
 from lafuse.cost.profile import HardwareProfile
@@ -192,16 +194,30 @@ def fused_op_rate(prof: HardwareProfile) -> float:
     return K.FUSED_OP_RATE / kernel_slowdown(prof)
 
 
-def numba_start(cached: bool, prof: HardwareProfile, imported: bool = False) -> float:
+def calls_blas(plan: C.CPlan) -> bool:
+    """Whether the plan's kernel calls BLAS: a row plan with a matrix product (its block body runs
+    ``X %*% B`` and the ``t(P) %*% Q`` accumulation as one BLAS product per block of rows)."""
+    return plan.template == "row" and (plan.agg == C.COL_AGG_B1_T
+                                       or any(n.op == "vecmat" for n in C.postorder(plan)))
+
+
+def blas_start(blas: bool) -> float:
+    """The import of scipy's BLAS the first BLAS-calling kernel of a process pays (0 once done)."""
+    return K.SCIPY_BLAS_IMPORT_TIME if blas and "scipy.linalg.cython_blas" not in sys.modules else 0.0
+
+
+def numba_start(cached: bool, prof: HardwareProfile, imported: bool = False, blas: bool = False) -> float:
     """Numba's start-up paid by the first kernel of a process: the import of the code generator, less
     when that is done or under way already (a background start, feedback.prestart), and the first
-    load's NRT init, or a first compile's LLVM init."""
+    load's NRT init, or a first compile's LLVM init; with ``blas``, scipy's BLAS too (blas_start)."""
     first = prof.numba_first_load if cached else K.NUMBA_COLD_INIT
-    return first + (0.0 if imported else prof.numba_import_time)
+    return first + (0.0 if imported else prof.numba_import_time) + blas_start(blas)
 
 
-def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True, imported: bool = False) -> float:
+def compile_penalty(cached: bool, prof: HardwareProfile, numba_started: bool = True, imported: bool = False,
+                    blas: bool = False) -> float:
     """One-time cost of a kernel: its cold compile, or its load from the on-disk plan cache (paper 000
-    Table 3: compilation overhead); the first kernel of a process also pays Numba's start-up."""
-    start = 0.0 if numba_started else numba_start(cached, prof, imported)
+    Table 3: compilation overhead); the first kernel of a process also pays Numba's start-up, and
+    the first that calls BLAS (``blas``) scipy's BLAS import."""
+    start = blas_start(blas) if numba_started else numba_start(cached, prof, imported, blas)
     return (K.CODEGEN_WARM_LOAD_TIME if cached else prof.codegen_compile_time) + start

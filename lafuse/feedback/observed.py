@@ -34,16 +34,19 @@ MAX_KEYS = 4096  # keys kept in the file (the most recently observed)
 
 _loaded: dict[str, dict[str, Observation]] = {}
 SAVINGS: dict[str, float] = {}  # s saved per execution, as the optimizer priced each candidate here
+BLAS: set[str] = set()  # candidates whose kernel calls BLAS (cost.fused.calls_blas)
 
 
 @dataclass(frozen=True)
 class Observation:
     """One candidate in the latest run that executed it: executions, the seconds the optimizer
-    expected fusing it to save per execution, and that run's id (its candidates share Numba's start)."""
+    expected fusing it to save per execution, that run's id (its candidates share Numba's start),
+    and whether its kernel calls BLAS (then the shared start includes scipy's BLAS import)."""
 
     runs: float
     saving: float = 0.0
     run: str = ""
+    blas: bool = False
 
 
 def cache_path(name: str) -> Path:
@@ -88,9 +91,11 @@ def _parse(raw: Any) -> dict[str, Observation]:
         raise ValueError("not a JSON object")
     data: dict[str, Observation] = {}
     for k, v in raw.items():
-        if not isinstance(v, dict) or _number(v["runs"]) < 0 or not isinstance(v.get("run", ""), str):
+        if not isinstance(v, dict) or _number(v["runs"]) < 0 or not isinstance(v.get("run", ""), str) \
+                or not isinstance(v.get("blas", False), bool):
             raise ValueError(f"entry {k!r} is not an observation")
-        data[str(k)] = Observation(_number(v["runs"]), _number(v.get("saving", 0.0)), str(v.get("run", "")))
+        data[str(k)] = Observation(_number(v["runs"]), _number(v.get("saving", 0.0)), str(v.get("run", "")),
+                                   v.get("blas", False))
     return data
 
 
@@ -115,15 +120,17 @@ def load() -> dict[str, Observation]:
     return _loaded[key]
 
 
-def start_shared(key: str, load_time: float, start_time: float) -> bool:
+def start_shared(key: str, load_time: float, start_time: float, blas_time: float = 0.0) -> bool:
     """Whether the run that last executed ``key`` had candidates whose savings, net of their loads,
-    together pay for Numba's start: then no single kernel of the script has to pay it alone."""
+    together pay for Numba's start (and ``blas_time``, scipy's BLAS import, when one of those that
+    pay calls BLAS): then no single kernel of the script has to pay it alone."""
     obs = load()
     o = obs.get(key)
     if o is None or not o.run:
         return False
-    total = sum(max(0.0, x.runs * x.saving - load_time) for x in obs.values() if x.run == o.run)
-    return total >= start_time
+    paying = [(x.runs * x.saving - load_time, x.blas) for x in obs.values() if x.run == o.run]
+    paying = [(n, b) for n, b in paying if n > 0.0]
+    return sum(n for n, _ in paying) >= start_time + (blas_time if any(b for _, b in paying) else 0.0)
 
 
 def counts() -> dict[str, float]:
@@ -141,7 +148,7 @@ def save() -> int:
     run = hashlib.sha256(" ".join(sorted(new)).encode()).hexdigest()[:16]
     p = _path()
     merged = {k: v for k, v in load().items() if k not in new}
-    merged.update({k: Observation(n, SAVINGS.get(k, 0.0), run) for k, n in new.items()})
+    merged.update({k: Observation(n, SAVINGS.get(k, 0.0), run, k in BLAS) for k, n in new.items()})
     if len(merged) > MAX_KEYS:
         merged = dict(list(merged.items())[-MAX_KEYS:])
     write_json(p, {k: asdict(v) for k, v in merged.items()}, sort_keys=True)

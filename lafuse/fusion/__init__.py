@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import basic_cost, compile_penalty, fused_cost, numba_start
+from lafuse.cost.fused import basic_cost, blas_start, calls_blas, compile_penalty, fused_cost, numba_start
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import observed
@@ -99,7 +99,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     if not heuristic:
         DECIDED_ON.add(prof.source)
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, prof, weight, hints, st, getattr(cfg, "codegen_defer", False),
+            extra = _not_worth_compiling(ops, order, prof, weight, hints, st, getattr(cfg, "codegen_defer", False),
                                          keys if getattr(cfg, "fusion_observed", False) else None)
             if not extra:
                 break
@@ -172,7 +172,7 @@ def _kernel_cached(plan: C.CPlan) -> bool:
 _DISK_KEYS: dict[str, set[str]] = {}
 
 
-def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: float,
+def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], prof: HardwareProfile, weight: float,
                          hints: dict[str, float] | None, st: FusionStats,
                          defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
@@ -182,8 +182,9 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
     started, imported = _numba_started(), _numba_imported()
-    weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool]] = []
-    for op in ops:
+    weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool, bool]] = []
+    growth = growth_saved(order, ops, hints)
+    for op, grown in zip(ops, growth):
         assert op.plan is not None
         hops = _covered_hops(op)
         out_hop = None if op.template == "magg" else op.root
@@ -195,32 +196,36 @@ def _not_worth_compiling(ops: list[FusedOp], prof: HardwareProfile, weight: floa
         if keys is not None:
             keys.add(where)
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        once = intermediate_peak(hops, out_hop, hints) / prof.first_touch_bw
-        weighed.append((op, op.plan, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan)))
+        once = grown / prof.first_touch_bw
+        weighed.append((op, op.plan, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan),
+                        calls_blas(op.plan)))
 
     def pays(imported: bool) -> list[tuple[bool, bool]]:
         """(start shared, kept) per operator, with Numba imported already or not."""
         in_dag = not started and _start_shared_here(weighed, prof, imported)
         res = []
-        for _, _, _, where, _, saving, cached in weighed:
+        for _, _, _, where, _, saving, cached, blas in weighed:
             shared = in_dag and saving >= compile_penalty(cached, prof, True)
             if keys is not None:
                 shared = shared or cached and not started and observed.start_shared(
-                    where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported))
-            res.append((shared, saving >= compile_penalty(cached, prof, started or shared, imported)))
+                    where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported), blas_start(True))
+            # (a shared start includes scipy's BLAS import when a kernel sharing it needs that)
+            res.append((shared, saving >= compile_penalty(cached, prof, started or shared, imported,
+                                                          blas and not shared)))
         return res
 
     if keys is not None:
-        observed.SAVINGS.update((where, per_run) for _, _, _, where, per_run, _, _ in weighed)
+        observed.SAVINGS.update((where, per_run) for _, _, _, where, per_run, _, _, _ in weighed)
+        observed.BLAS.update(where for _, _, _, where, _, _, _, blas in weighed if blas)
     decided = pays(imported)
     alone = pays(False) if imported and not started else decided
-    for (op, plan, key, _, _, saving, cached), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
+    for (op, plan, key, _, _, saving, cached, blas), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
         st.start_shared += shared
         if kept and not kept_alone:
             ON_PRESTART.add(key)
         if not kept:
             out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
-            if defer and not cached and saving >= compile_penalty(True, prof, started, imported):
+            if defer and not cached and saving >= compile_penalty(True, prof, started, imported, blas):
                 st.deferred += key not in DEFERRED
                 if key not in DEFERRED:
                     DEFERRED[key] = (plan, tuple(_size_format(h, hints) for h in op.inputs))
@@ -243,16 +248,15 @@ def observed_key(key: str, root: Hop) -> str:
 
 def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] | None = None) -> float:
     """Bytes of intermediates the unfused operators hold at once (an operator's output with those of
-    its inputs that are intermediates too), which the fused operator never allocates. Why it counts:
-    the first run of a block allocates them, and memory a process touches for the first time costs
-    page faults (``first_touch_bw``: 0.42 GB/s calibrated here, against 16 GB/s for reading). Blocks
-    the process freed earlier can hold them without faults (``lafuse run`` keeps freed blocks in
-    glibc's heap, cli.tune_malloc), but how much is free there is not known here, and its resident
-    size does not say (retained blocks stay resident): the growth is counted. Measured:
+    its inputs that are intermediates too), which the fused operator never allocates: the most its
+    first run can save in page faults (memory a process touches for the first time: ``first_touch_bw``,
+    0.45 GB/s calibrated here in the runs that fault, against 16 GB/s for reading). Measured:
     ``sum(X*Y*Z)`` over 160 MB operands took 0.9 s more in its first unfused run than in the next
     ones, and ``sum((X - W %*% H)^2)`` (400 MB intermediates) 1.1 s for the subtraction alone,
-    where the per-run estimate saw 0.07 s. The root's output is
-    allocated either way; transposes read through by their product are never allocated."""
+    where the per-run estimate saw 0.07 s. The selector's prune bounds a partition's saving by it;
+    the decision to compile weighs the rise of the block's peak (growth_saved), which blocks freed
+    earlier in the block keep lower. The root's output is allocated either way; transposes read
+    through by their product are never allocated."""
     ids = {h.id for h in hops}
 
     def held(h: Hop) -> float:
@@ -263,17 +267,72 @@ def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] 
     return max((held(h) + sum(held(i) for i in h.inputs) for h in hops), default=0.0)
 
 
-def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool]],
+def growth_saved(order: list[Hop], ops: list[FusedOp], hints: dict[str, float] | None = None) -> list[float]:
+    """Bytes by which each fused operator of ``ops`` lowers the peak of the memory the block's
+    operators hold (the DAG run in ``order`` with the other operators fused): what its first run
+    saves in page faults. An operator's intermediates are freed after their last use, and glibc hands
+    their blocks to later allocations (cli.tune_malloc), so only growth of the block's peak touches
+    fresh memory: AutoEncoder's final block ran ``sum((A3 %*% W4 + b4 - X) ^ 2)`` unfused with one
+    80 MB block faulted in (0.16-0.2 s in the runs that faulted), not the three its intermediates add
+    up to (intermediate_peak: 0.53 s, which fused it at a 0.35 s start of Numba). Two such sums in
+    one block save their peak only together; each is weighed with the other fused, and a later round
+    of _not_worth_compiling weighs the survivor again. Variables the block reads cancel out."""
+    at = {h.id: i for i, h in enumerate(order)}
+    end = len(order)
+    users: dict[int, list[Hop]] = {}
+    for h in order:
+        for i in h.inputs:
+            users.setdefault(i.id, []).append(h)
+    gone: list[dict[int, int]] = []  # per operator: covered HOPs only it reads -> where its root runs
+    for op in ops:
+        covered = _covered_hops(op)
+        ids = {h.id for h in covered}
+        outs = {h.id for h in op.roots} if op.roots else {op.root.id}
+        root_at = max((at.get(i, -1) for i in outs), default=-1)
+        # an intermediate still read outside (the operator recomputes a materialized HOP, fuse-all)
+        # is computed anyway, and so is what it reads
+        out = {i for i in ids - outs if users.get(i)}
+        while True:
+            kept = {i for i in out if any(u.id not in out and u.id not in outs for u in users[i])}
+            if not kept:
+                break
+            out -= kept
+        gone.append({i: root_at for i in out})
+
+    def peak(absent: dict[int, int]) -> float:
+        live = top = 0.0
+        dying: dict[int, list[float]] = {}
+        for k, h in enumerate(order):
+            if h.id not in absent and h.dt == MATRIX and h.op != "tread" and not h.params.get("read_through"):
+                b = float(meta(h, hints).bytes)
+                live += b
+                top = max(top, live)
+                us = users.get(h.id, [])
+                # a block output (a variable, a result) stays; a fused operator reads where its root runs
+                last = end if not us or any(u.op in ("twrite", "pwrite") for u in us) else \
+                    max(absent.get(u.id, at[u.id]) for u in us)
+                dying.setdefault(max(last, k), []).append(b)
+            live -= sum(dying.pop(k, ()))
+        return top
+
+    fused_all = {i: r for g in gone for i, r in g.items()}
+    base = peak(fused_all)
+    return [max(0.0, peak({i: r for i, r in fused_all.items() if i not in g}) - base) if g else 0.0
+            for g in gone]
+
+
+def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool, bool]],
                        prof: HardwareProfile, imported: bool = False) -> bool:
     """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
     start: the start is paid once per process, so it is weighed against the sum of their net savings,
     not charged to each operator alone (which left ALS-CG's CG-loop kernels unfused: each saved less
     than the start, all of them more)."""
-    net = [(saving - compile_penalty(cached, prof, True), cached) for *_, saving, cached in weighed]
-    paying = [(n, c) for n, c in net if n > 0.0]
+    net = [(saving - compile_penalty(cached, prof, True), cached, blas) for *_, saving, cached, blas in weighed]
+    paying = [(n, c, b) for n, c, b in net if n > 0.0]
     if not paying:
         return False
-    return sum(n for n, _ in paying) >= numba_start(all(c for _, c in paying), prof, imported)
+    return sum(n for n, _, _ in paying) >= numba_start(all(c for _, c, _ in paying), prof, imported,
+                                                       any(b for _, _, b in paying))
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:

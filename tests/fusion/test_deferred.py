@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lafuse import config as cfgmod
 from lafuse import fusion
 from lafuse.compiler import Compiler
+from lafuse.cost.profile import HardwareProfile
 from lafuse.hops.program import GenericBlock, iter_blocks
 
 from .conftest import PROFILE
@@ -186,7 +188,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     # the per-run savings only (test_first_run_growth_counts_once adds the growth of the first run)
-    monkeypatch.setattr(fusion, "intermediate_peak", lambda *a: 0.0)
+    monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, hints=None: [0.0] * len(ops))
     fusion.DEFERRED.clear()
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -229,7 +231,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     monkeypatch.setitem(observed.load(), key, observed.Observation(1.0))
     for growth, deferred in ((True, 1), (False, 0)):
         if not growth:
-            monkeypatch.setattr(fusion, "intermediate_peak", lambda *a: 0.0)
+            monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, hints=None: [0.0] * len(ops))
         fusion.DEFERRED.clear()
         st = fusion.FusionStats()
         spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -464,3 +466,62 @@ def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeyp
     codegen.clear_memory_cache()
     assert codegen.is_cached(plan, 3) and not codegen.is_cached(plan, 0)
     assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 0  # cached: nothing to do
+
+
+def _fused_ops(text: str, preamble: str) -> tuple[list, list]:
+    """(DAG order, fused operators) fuse-all finds in the loop body of ``text`` (as fusion.optimize)."""
+    from lafuse.fusion.construct import build_plan
+    from lafuse.fusion.memo import explore
+    from lafuse.fusion.select import SELECTORS, Context
+    from lafuse.hops.program import copy_dag
+
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    dag = copy_dag(loop_body(text, preamble, cfg).dag)
+    order = dag.hops()
+    fusion._mark_read_through(dag, order)
+    memo = explore(dag.roots, dominance=True)
+    cuts = SELECTORS["fuse-all"]().select(Context(memo, dag.roots, order, HardwareProfile()))
+    return order, fusion.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
+
+
+def test_first_run_growth_is_the_rise_of_the_blocks_peak():
+    """Freed intermediates of a block's earlier operators hold a later operator's: fusing the sum
+    below spares the 16 MB intermediates A - X and its square, but lowers the block's peak by one of
+    them: with A live they rise 16 MB above the 32 MB that exp(X + 1) and X + 1 held before."""
+    order, ops = _fused_ops("A = exp(X + 1) * 2\ns = sum((A - X) ^ 2)\nprint(s + as.scalar(A[1, 1]))",
+                            "X = rand(rows=2000, cols=1000, seed=1)\n")
+    chain, total = sorted(ops, key=lambda o: o.root.op == "sum")  # A's operator, the sum's (it recomputes A)
+    assert (chain.root.op, total.root.op) == ("*", "sum")
+    mb16 = 2000 * 1000 * 8
+    # the operator's own intermediates held at once: A (which it recomputes), A - X, its square
+    assert fusion.intermediate_peak(fusion._covered_hops(total), total.root) == 3 * mb16
+    # (A[1, 1], 8 bytes, is allocated too)
+    assert fusion.growth_saved(order, [total]) == pytest.approx([mb16], abs=8)  # A - X and its square above A
+    # with A's operator fused too (A alone before the sum), the sum's intermediates are the peak
+    assert fusion.growth_saved(order, [chain, total]) == pytest.approx([mb16, 2 * mb16], abs=8)
+
+
+def test_a_kernel_calling_blas_pays_scipys_blas_import_once(monkeypatch):
+    """The first kernel of a process that calls BLAS imports scipy's BLAS (Numba's np.dot uses it):
+    0.15 s more than its load, nothing once it is imported; a cell kernel never pays it. Feedback
+    records which candidates call BLAS, so a run's shared start includes that import."""
+    from lafuse.cost import constants as K
+    from lafuse.cost.fused import calls_blas, compile_penalty
+    from lafuse.feedback import observed
+
+    _, ops = _fused_ops("s = sum(X * Y * Z)\nG = t(X) %*% (X * Y)\nprint(s + sum(G))", SMALL)
+    kinds = {o.template: calls_blas(o.plan) for o in ops}
+    assert kinds == {"cell": False, "row": True}, kinds
+    prof = HardwareProfile()
+    monkeypatch.delitem(sys.modules, "scipy.linalg.cython_blas", raising=False)
+    assert compile_penalty(True, prof, True, blas=True) == K.CODEGEN_WARM_LOAD_TIME + K.SCIPY_BLAS_IMPORT_TIME
+    assert compile_penalty(True, prof, True, blas=False) == K.CODEGEN_WARM_LOAD_TIME
+    import scipy.linalg.cython_blas  # noqa: F401
+
+    assert compile_penalty(True, prof, True, blas=True) == K.CODEGEN_WARM_LOAD_TIME
+    # a run whose candidates saved 0.3 s: enough for a 0.25 s start, not with a 0.1 s BLAS import
+    obs = {"a": observed.Observation(10, 0.02, "r", blas=True), "b": observed.Observation(1, 0.1, "r")}
+    monkeypatch.setattr(observed, "load", lambda: obs)
+    assert observed.start_shared("b", 0.0, 0.25) and not observed.start_shared("b", 0.0, 0.25, 0.1)
+    obs["a"] = observed.Observation(10, 0.02, "r", blas=False)
+    assert observed.start_shared("b", 0.0, 0.25, 0.1)
