@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
 from lafuse.cost.fused import basic_cost, blas_start, calls_blas, compile_penalty, fused_cost, numba_start
@@ -99,7 +99,8 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     if not heuristic:
         DECIDED_ON.add(prof.source)
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, order, prof, weight, hints, st, getattr(cfg, "codegen_defer", False),
+            extra = _not_worth_compiling(ops, order, memo.consumers, prof, weight, hints, st,
+                                         getattr(cfg, "codegen_defer", False),
                                          keys if getattr(cfg, "fusion_observed", False) else None)
             if not extra:
                 break
@@ -172,8 +173,20 @@ def _kernel_cached(plan: C.CPlan) -> bool:
 _DISK_KEYS: dict[str, set[str]] = {}
 
 
-def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], prof: HardwareProfile, weight: float,
-                         hints: dict[str, float] | None, st: FusionStats,
+class _Weighed(NamedTuple):
+    """A fused operator as _not_worth_compiling weighs it."""
+
+    op: FusedOp
+    key: str  # canonical plan hash
+    where: str  # its key in the run feedback (observed_key)
+    per_run: float  # s saved per execution
+    saving: float  # s saved over all expected executions, with the first run's page faults
+    cached: bool  # its kernel is in the plan cache
+    blas: bool  # its kernel calls BLAS
+
+
+def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], users: dict[int, list[Hop]],
+                         prof: HardwareProfile, weight: float, hints: dict[str, float] | None, st: FusionStats,
                          defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
     """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
     all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). The runs
@@ -182,8 +195,8 @@ def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], prof: HardwarePro
     With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
     out: set[tuple[int, int]] = set()
     started, imported = _numba_started(), _numba_imported()
-    weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool, bool]] = []
-    growth = growth_saved(order, ops, hints)
+    weighed: list[_Weighed] = []
+    growth = growth_saved(order, ops, users, hints)
     for op, grown in zip(ops, growth):
         assert op.plan is not None
         hops = _covered_hops(op)
@@ -197,38 +210,39 @@ def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], prof: HardwarePro
             keys.add(where)
         per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         once = grown / prof.first_touch_bw
-        weighed.append((op, op.plan, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan),
-                        calls_blas(op.plan)))
+        weighed.append(_Weighed(op, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan),
+                                calls_blas(op.plan)))
 
     def pays(imported: bool) -> list[tuple[bool, bool]]:
         """(start shared, kept) per operator, with Numba imported already or not."""
         in_dag = not started and _start_shared_here(weighed, prof, imported)
         res = []
-        for _, _, _, where, _, saving, cached, blas in weighed:
-            shared = in_dag and saving >= compile_penalty(cached, prof, True)
+        for w in weighed:
+            shared = in_dag and w.saving >= compile_penalty(w.cached, prof, True)
             if keys is not None:
-                shared = shared or cached and not started and observed.start_shared(
-                    where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported), blas_start(True))
+                shared = shared or w.cached and not started and observed.start_shared(
+                    w.where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported), blas_start(True))
             # (a shared start includes scipy's BLAS import when a kernel sharing it needs that)
-            res.append((shared, saving >= compile_penalty(cached, prof, started or shared, imported,
-                                                          blas and not shared)))
+            res.append((shared, w.saving >= compile_penalty(w.cached, prof, started or shared, imported,
+                                                            w.blas and not shared)))
         return res
 
     if keys is not None:
-        observed.SAVINGS.update((where, per_run) for _, _, _, where, per_run, _, _, _ in weighed)
-        observed.BLAS.update(where for _, _, _, where, _, _, _, blas in weighed if blas)
+        observed.SAVINGS.update((w.where, w.per_run) for w in weighed)
+        observed.BLAS.update(w.where for w in weighed if w.blas)
     decided = pays(imported)
     alone = pays(False) if imported and not started else decided
-    for (op, plan, key, _, _, saving, cached, blas), (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
+    for w, (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
         st.start_shared += shared
         if kept and not kept_alone:
-            ON_PRESTART.add(key)
+            ON_PRESTART.add(w.key)
         if not kept:
-            out |= {(hid, r) for hid, e in op.entries.items() for r in e.refs if r >= 0}
-            if defer and not cached and saving >= compile_penalty(True, prof, started, imported, blas):
-                st.deferred += key not in DEFERRED
-                if key not in DEFERRED:
-                    DEFERRED[key] = (plan, tuple(_size_format(h, hints) for h in op.inputs))
+            out |= {(hid, r) for hid, e in w.op.entries.items() for r in e.refs if r >= 0}
+            if defer and not w.cached and w.saving >= compile_penalty(True, prof, started, imported, w.blas):
+                st.deferred += w.key not in DEFERRED
+                if w.key not in DEFERRED:
+                    assert w.op.plan is not None
+                    DEFERRED[w.key] = (w.op.plan, tuple(_size_format(h, hints) for h in w.op.inputs))
     return frozenset(out)
 
 
@@ -267,7 +281,8 @@ def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] 
     return max((held(h) + sum(held(i) for i in h.inputs) for h in hops), default=0.0)
 
 
-def growth_saved(order: list[Hop], ops: list[FusedOp], hints: dict[str, float] | None = None) -> list[float]:
+def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop]],
+                 hints: dict[str, float] | None = None) -> list[float]:
     """Bytes by which each fused operator of ``ops`` lowers the peak of the memory the block's
     operators hold (the DAG run in ``order`` with the other operators fused): what its first run
     saves in page faults. An operator's intermediates are freed after their last use, and glibc hands
@@ -276,13 +291,10 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], hints: dict[str, float] |
     80 MB block faulted in (0.16-0.2 s in the runs that faulted), not the three its intermediates add
     up to (intermediate_peak: 0.53 s, which fused it at a 0.35 s start of Numba). Two such sums in
     one block save their peak only together; each is weighed with the other fused, and a later round
-    of _not_worth_compiling weighs the survivor again. Variables the block reads cancel out."""
+    of _not_worth_compiling weighs the survivor again. Variables the block reads cancel out.
+    ``users``: each HOP's consumers in the DAG (the memo table's ``consumers``)."""
     at = {h.id: i for i, h in enumerate(order)}
     end = len(order)
-    users: dict[int, list[Hop]] = {}
-    for h in order:
-        for i in h.inputs:
-            users.setdefault(i.id, []).append(h)
     gone: list[dict[int, int]] = []  # per operator: covered HOPs only it reads -> where its root runs
     for op in ops:
         covered = _covered_hops(op)
@@ -321,13 +333,12 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], hints: dict[str, float] |
             for g in gone]
 
 
-def _start_shared_here(weighed: list[tuple[FusedOp, C.CPlan, str, str, float, float, bool, bool]],
-                       prof: HardwareProfile, imported: bool = False) -> bool:
+def _start_shared_here(weighed: list[_Weighed], prof: HardwareProfile, imported: bool = False) -> bool:
     """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
     start: the start is paid once per process, so it is weighed against the sum of their net savings,
     not charged to each operator alone (which left ALS-CG's CG-loop kernels unfused: each saved less
     than the start, all of them more)."""
-    net = [(saving - compile_penalty(cached, prof, True), cached, blas) for *_, saving, cached, blas in weighed]
+    net = [(w.saving - compile_penalty(w.cached, prof, True), w.cached, w.blas) for w in weighed]
     paying = [(n, c, b) for n, c, b in net if n > 0.0]
     if not paying:
         return False

@@ -188,7 +188,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     # the per-run savings only (test_first_run_growth_counts_once adds the growth of the first run)
-    monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, hints=None: [0.0] * len(ops))
+    monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
     fusion.DEFERRED.clear()
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -231,7 +231,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     monkeypatch.setitem(observed.load(), key, observed.Observation(1.0))
     for growth, deferred in ((True, 1), (False, 0)):
         if not growth:
-            monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, hints=None: [0.0] * len(ops))
+            monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
         fusion.DEFERRED.clear()
         st = fusion.FusionStats()
         spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -468,8 +468,9 @@ def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeyp
     assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 0  # cached: nothing to do
 
 
-def _fused_ops(text: str, preamble: str) -> tuple[list, list]:
-    """(DAG order, fused operators) fuse-all finds in the loop body of ``text`` (as fusion.optimize)."""
+def _fused_ops(text: str, preamble: str) -> tuple[list, dict, list]:
+    """(DAG order, consumers, fused operators) fuse-all finds in the loop body of ``text`` (as
+    fusion.optimize)."""
     from lafuse.fusion.construct import build_plan
     from lafuse.fusion.memo import explore
     from lafuse.fusion.select import SELECTORS, Context
@@ -481,14 +482,15 @@ def _fused_ops(text: str, preamble: str) -> tuple[list, list]:
     fusion._mark_read_through(dag, order)
     memo = explore(dag.roots, dominance=True)
     cuts = SELECTORS["fuse-all"]().select(Context(memo, dag.roots, order, HardwareProfile()))
-    return order, fusion.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
+    ops = fusion.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
+    return order, memo.consumers, ops
 
 
 def test_first_run_growth_is_the_rise_of_the_blocks_peak():
     """Freed intermediates of a block's earlier operators hold a later operator's: fusing the sum
     below spares the 16 MB intermediates A - X and its square, but lowers the block's peak by one of
     them: with A live they rise 16 MB above the 32 MB that exp(X + 1) and X + 1 held before."""
-    order, ops = _fused_ops("A = exp(X + 1) * 2\ns = sum((A - X) ^ 2)\nprint(s + as.scalar(A[1, 1]))",
+    order, users, ops = _fused_ops("A = exp(X + 1) * 2\ns = sum((A - X) ^ 2)\nprint(s + as.scalar(A[1, 1]))",
                             "X = rand(rows=2000, cols=1000, seed=1)\n")
     chain, total = sorted(ops, key=lambda o: o.root.op == "sum")  # A's operator, the sum's (it recomputes A)
     assert (chain.root.op, total.root.op) == ("*", "sum")
@@ -496,9 +498,9 @@ def test_first_run_growth_is_the_rise_of_the_blocks_peak():
     # the operator's own intermediates held at once: A (which it recomputes), A - X, its square
     assert fusion.intermediate_peak(fusion._covered_hops(total), total.root) == 3 * mb16
     # (A[1, 1], 8 bytes, is allocated too)
-    assert fusion.growth_saved(order, [total]) == pytest.approx([mb16], abs=8)  # A - X and its square above A
+    assert fusion.growth_saved(order, [total], users) == pytest.approx([mb16], abs=8)  # A - X and its square above A
     # with A's operator fused too (A alone before the sum), the sum's intermediates are the peak
-    assert fusion.growth_saved(order, [chain, total]) == pytest.approx([mb16, 2 * mb16], abs=8)
+    assert fusion.growth_saved(order, [chain, total], users) == pytest.approx([mb16, 2 * mb16], abs=8)
 
 
 def test_a_kernel_calling_blas_pays_scipys_blas_import_once(monkeypatch):
@@ -509,7 +511,7 @@ def test_a_kernel_calling_blas_pays_scipys_blas_import_once(monkeypatch):
     from lafuse.cost.fused import calls_blas, compile_penalty
     from lafuse.feedback import observed
 
-    _, ops = _fused_ops("s = sum(X * Y * Z)\nG = t(X) %*% (X * Y)\nprint(s + sum(G))", SMALL)
+    _, _, ops = _fused_ops("s = sum(X * Y * Z)\nG = t(X) %*% (X * Y)\nprint(s + sum(G))", SMALL)
     kinds = {o.template: calls_blas(o.plan) for o in ops}
     assert kinds == {"cell": False, "row": True}, kinds
     prof = HardwareProfile()
