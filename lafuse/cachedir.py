@@ -156,6 +156,7 @@ def forget() -> None:
     """Check the directories again at their next use (tests: a new process)."""
     _USABLE.clear()
     _KEYS.clear()
+    _INDEXED.clear()
 
 
 # --------------------------------------------------------------------------------------------- key
@@ -265,6 +266,25 @@ def write_signed(name: str, payload: bytes) -> Path:
     path = usable() / name
     replace_atomically(path, tag(name, payload) + payload)
     return path
+
+
+def indexed_kernels() -> frozenset[str]:
+    """Canonical hashes of the kernels with a Numba index in this process's plan cache, listed once
+    per process and directory (a cache holds thousands of files): the optimizer's probe before the
+    code generator is loaded; kernels compiled later in the process are found by codegen.is_cached."""
+    base = usable()
+    keys = _INDEXED.get(str(base))
+    if keys is None:
+        try:
+            names = os.listdir(base / PYCACHE)
+        except OSError:
+            names = []
+        keys = _INDEXED[str(base)] = frozenset(n.split("_")[1] for n in names
+                                               if n.startswith("k_") and n.endswith(".nbi"))
+    return keys
+
+
+_INDEXED: dict[str, frozenset[str]] = {}
 
 
 def replace_atomically(path: Path, data: bytes, prefix: str = ".tmp_") -> None:

@@ -405,14 +405,19 @@ def tune_malloc() -> bool:
 
 
 def _save_observed(cfg: Any) -> None:
-    """Record how often each fusion candidate's block ran (feedback.observed), for later runs."""
-    if cfg.codegen and cfg.fusion_observed and "lafuse.fusion" in sys.modules:  # (else nothing was weighed)
-        from lafuse.feedback import observed
+    """Record how often each fusion candidate's block ran (feedback.observed) and the cost-based
+    decisions that fused nothing (feedback.decisions), for later runs."""
+    if not (cfg.codegen and "lafuse.fusion" in sys.modules):  # (else nothing was weighed)
+        return
+    from lafuse.feedback import decisions, observed
 
-        try:
-            observed.save()
-        except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
-            print(f"lafuse: warning: observed block executions not saved: {e}", file=sys.stderr)
+    for on, save, what in ((cfg.fusion_observed, observed.save, "observed block executions"),
+                           (cfg.fusion_reuse, decisions.save, "fusion decisions")):
+        if on:
+            try:
+                save()
+            except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
+                print(f"lafuse: warning: {what} not saved: {e}", file=sys.stderr)
 
 
 def _calibrate_later(cfg: Any) -> Any:

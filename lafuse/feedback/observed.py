@@ -4,7 +4,7 @@ Why: whether a kernel pays for its one-time cost (a cold compile, or Numba's sta
 the disk cache) depends on how often its block runs, and for a ``while`` loop the compiler can only
 guess (``DEFAULT_WHILE_ITERATIONS`` per level: 100 for a line search inside a Newton loop that
 runs ~25 times in all in l2svm). ``lafuse run`` records, per canonical plan hash and place in the
-script (fusion.observed_key: one plan in a loop and after it are two candidates), how many times
+script (fusion.optimizer.observed_key: one plan in a loop and after it are two candidates), how many times
 the lowered plans that held the candidate executed, in ``observed.json`` next to the plan cache
 (``$LAFUSE_CODEGEN_CACHE``); later runs weigh that candidate by the observed count instead of
 the guess. Like the plan cache it learns across runs: the first run of a script decides on the
@@ -112,7 +112,7 @@ def _path() -> Path:
 
 
 def load() -> dict[str, Observation]:
-    """Observations per candidate key (fusion.observed_key; read once per process and cache directory)."""
+    """Observations per candidate key (fusion.optimizer.observed_key; read once per process and cache directory)."""
     p = _path()
     key = str(p)
     if key not in _loaded:

@@ -26,7 +26,7 @@ launch when the script's last run used sparse values. One thread runs the import
 A first run (nothing recorded) starts nothing: guessing from the size of its input files was tried
 and dropped. A first run that imported Numba for nothing ran slower (GLM at 1e5 x 100: 0.85 s,
 0.50-0.58 s without), and an import under way lowers the start a first kernel is charged
-(fusion._not_worth_compiling), which made the cost-based policy fuse GLM's row kernels, slower
+(fusion.optimizer._not_worth_compiling), which made the cost-based policy fuse GLM's row kernels, slower
 than unfused (0.81 s against 0.32 s), and then record kernels for the next run.
 """
 

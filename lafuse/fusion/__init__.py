@@ -3,7 +3,9 @@ rewrite of a HOP DAG into one with fused operators (``spoofCell``, ``spoofRA``, 
 ``spoofOP`` HOPs whose CPlan the code generator compiles).
 
 Fusion runs on a copy of a block's DAG right before lowering, i.e. after static and dynamic
-rewrites and again whenever dynamic recompilation re-lowers a block with actual sizes.
+rewrites and again whenever dynamic recompilation re-lowers a block with actual sizes. This module
+is the entry point and the process-wide state; the optimizer proper (``fusion.optimizer``) is
+loaded only when no earlier run's decision for the DAG applies (``feedback.decisions``).
 """
 
 from __future__ import annotations
@@ -11,21 +13,28 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import basic_cost, blas_start, calls_blas, compile_penalty, fused_cost, numba_start
-from lafuse.cost.operators import meta, nnz_memo
-from lafuse.cost.profile import HardwareProfile
-from lafuse.feedback import observed
-from lafuse.fusion import cplan as C
-from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
-from lafuse.fusion.memo import MemoTable, explore
-from lafuse.fusion.select import SELECTORS, Context, SelectStats
-from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
+from lafuse.feedback import decisions, observed
+from lafuse.hops.hop import MATRIX
 from lafuse.hops.program import Dag, copy_dag
 
-MAX_UNFUSE_ROUNDS = 4
+if TYPE_CHECKING:
+    from lafuse.cost.profile import HardwareProfile
+    from lafuse.fusion import cplan as C
+    from lafuse.fusion.memo import MemoTable
+
+
+@dataclass
+class SelectStats:
+    """Plan enumeration counts (paper 000 Figure 12), summed over the DAGs a process optimizes."""
+
+    partitions: int = 0
+    points: int = 0
+    plans_total: int = 0  # 2^|M'| summed over partitions
+    plans_evaluated: int = 0
+    pruned_cost: int = 0
+    pruned_structural: int = 0
 
 
 @dataclass
@@ -41,6 +50,7 @@ class FusionStats:
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
     observed: int = 0  # decisions weighed by the executions an earlier run observed (feedback.observed)
     start_shared: int = 0  # kernels that pay only with Numba's start shared by others (in the DAG or observed)
+    reused: int = 0  # DAGs decided unfused as an earlier run decided them (feedback.decisions)
 
 
 # canonical hash -> (CPlan, its inputs' (rows, cols, CSR) by plan position) of kernels left unfused
@@ -75,62 +85,32 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
 
     t0 = time.perf_counter()
     prof = prof or load()
-    new = copy_dag(dag)
-    order = new.hops()
-    _mark_read_through(new, order)
-    memo = explore(new.roots, dominance=cfg.fusion != "cost")
     st = stats or FusionStats()
+    reuse = None
+    if cfg.fusion == "cost" and getattr(cfg, "fusion_reuse", False) and not _numba_started():
+        reuse = decisions.key(dag.hops(), dag.roots, weight, hints, cfg, prof)
+        earlier = decisions.lookup(reuse) if reuse is not None else None
+        if earlier is not None:
+            return _replay(dag, earlier, prof, st, t0), None
+    from lafuse.fusion import optimizer
+
+    return optimizer.run(dag, cfg, st, prof, weight, hints, reuse, t0)
+
+
+def _replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: FusionStats, t0: float) -> Dag:
+    """The outcome of an earlier run's decision that this DAG stays unfused (feedback.decisions): the
+    DAG itself, with the candidates, savings and counts the optimizer reported then."""
+    new = copy_dag(dag)
+    new.candidates = earlier.candidates
+    observed.SAVINGS.update(earlier.savings)
+    observed.BLAS.update(earlier.blas)
+    DECIDED_ON.add(prof.source)
     st.dags += 1
-    st.memo_entries += sum(len(es) for es in memo.groups.values())
-    st.memo_pruned += memo.pruned
-    if not memo.groups:
-        st.time += time.perf_counter() - t0
-        return dag, memo
-    ctx = Context(memo, new.roots, order, prof, st.select, hints=hints, weight=weight, peak=intermediate_peak)
-    selector = SELECTORS.get(cfg.fusion)
-    if selector is None:
-        raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
-    with nnz_memo():  # (the copy stays unchanged until _rewrite below)
-        cuts = selector().select(ctx)
-    heuristic = cfg.fusion != "cost"
-    plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
-    ops = combine_multi_aggregates(plan.fused)
-    keys: set[str] = set()
-    if not heuristic:
-        DECIDED_ON.add(prof.source)
-        for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, order, memo.consumers, prof, weight, hints, st,
-                                         getattr(cfg, "codegen_defer", False),
-                                         keys if getattr(cfg, "fusion_observed", False) else None)
-            if not extra:
-                break
-            st.unfused_by_compile_cost += len({hid for hid, _ in extra})
-            cuts = cuts | extra
-            plan = build_plan(memo, new.roots, order, cuts)
-            ops = combine_multi_aggregates(plan.fused)
-    st.fused_ops += len(ops)
-    st.cplans += len(ops)
-    _rewrite(new, ops)
-    new.candidates = tuple(sorted(keys))
+    st.reused += 1
+    st.unfused_by_compile_cost += earlier.unfused
+    st.observed += earlier.observed
     st.time += time.perf_counter() - t0
-    return new, memo
-
-
-def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
-    """Mark the transposes lowering folds into their product (``lower.foldable_transposes``): they
-    cost nothing unfused, so fusing them away saves nothing (basic_cost)."""
-    from lafuse.runtime.lower import foldable_transposes
-
-    users: dict[int, list[Hop]] = {}
-    for h in order:
-        for i in h.inputs:
-            users.setdefault(i.id, []).append(h)
-    for h in order:
-        h.params.pop("read_through", None)
-    folded = foldable_transposes(order, users, dag)
-    for h in order:
-        if h.id in folded:
-            h.params["read_through"] = True
+    return new
 
 
 def _numba_started() -> bool:
@@ -143,321 +123,3 @@ def _numba_started() -> bool:
 
 def _numba_imported() -> bool:
     return "numba" in sys.modules
-
-
-def _kernel_cached(plan: C.CPlan) -> bool:
-    """Whether the plan's kernel is in the plan cache. Deciding not to fuse must not cost Numba's
-    start-up (~0.5 s), so before the code generator is loaded the on-disk cache is probed by file
-    name without importing it: Numba's index of a ``k_<canonical hash>_*`` source (a source without
-    one is still being compiled, e.g. by a deferred compile)."""
-    cg = sys.modules.get("lafuse.codegen")
-    if cg is not None and hasattr(cg, "is_cached"):
-        return bool(cg.is_cached(plan))
-    import os
-
-    from lafuse.cachedir import usable
-
-    base = usable()
-    keys = _DISK_KEYS.get(str(base))
-    if keys is None:  # one listing per process and directory (a cache holds thousands of files)
-        try:
-            names = os.listdir(base / "__pycache__")
-        except OSError:
-            names = []
-        keys = _DISK_KEYS[str(base)] = {n.split("_")[1] for n in names if n.startswith("k_") and n.endswith(".nbi")}
-    return plan.canonical_key()[0] in keys
-
-
-# cache directory -> canonical hashes with a Numba index there, listed once per process: kernels
-# compiled later in the process are found by codegen.is_cached (the code generator is loaded then)
-_DISK_KEYS: dict[str, set[str]] = {}
-
-
-class _Weighed(NamedTuple):
-    """A fused operator as _not_worth_compiling weighs it."""
-
-    op: FusedOp
-    key: str  # canonical plan hash
-    where: str  # its key in the run feedback (observed_key)
-    per_run: float  # s saved per execution
-    saving: float  # s saved over all expected executions, with the first run's page faults
-    cached: bool  # its kernel is in the plan cache
-    blas: bool  # its kernel calls BLAS
-
-
-def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], users: dict[int, list[Hop]],
-                         prof: HardwareProfile, weight: float, hints: dict[str, float] | None, st: FusionStats,
-                         defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
-    """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
-    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). The runs
-    of the block are the executions an earlier run observed (feedback.observed), else ``weight``; only
-    with ``keys`` (config ``fusion_observed``), which collects the keys of all operators considered.
-    With ``defer``, those that would pay for a load from the disk cache are recorded in DEFERRED."""
-    out: set[tuple[int, int]] = set()
-    started, imported = _numba_started(), _numba_imported()
-    weighed: list[_Weighed] = []
-    growth = growth_saved(order, ops, users, hints)
-    for op, grown in zip(ops, growth):
-        assert op.plan is not None
-        hops = _covered_hops(op)
-        out_hop = None if op.template == "magg" else op.root
-        key = op.plan.canonical_key()[0]
-        where = observed_key(key, op.root)
-        seen = observed.load().get(where) if keys is not None else None
-        runs = seen.runs if seen is not None else weight
-        st.observed += seen is not None
-        if keys is not None:
-            keys.add(where)
-        per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
-        once = grown / prof.first_touch_bw
-        weighed.append(_Weighed(op, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan),
-                                calls_blas(op.plan)))
-
-    def pays(imported: bool) -> list[tuple[bool, bool]]:
-        """(start shared, kept) per operator, with Numba imported already or not."""
-        in_dag = not started and _start_shared_here(weighed, prof, imported)
-        res = []
-        for w in weighed:
-            shared = in_dag and w.saving >= compile_penalty(w.cached, prof, True)
-            if keys is not None:
-                shared = shared or w.cached and not started and observed.start_shared(
-                    w.where, CODEGEN_WARM_LOAD_TIME, numba_start(True, prof, imported), blas_start(True))
-            # (a shared start includes scipy's BLAS import when a kernel sharing it needs that)
-            res.append((shared, w.saving >= compile_penalty(w.cached, prof, started or shared, imported,
-                                                            w.blas and not shared)))
-        return res
-
-    if keys is not None:
-        observed.SAVINGS.update((w.where, w.per_run) for w in weighed)
-        observed.BLAS.update(w.where for w in weighed if w.blas)
-    decided = pays(imported)
-    alone = pays(False) if imported and not started else decided
-    for w, (shared, kept), (_, kept_alone) in zip(weighed, decided, alone):
-        st.start_shared += shared
-        if kept and not kept_alone:
-            ON_PRESTART.add(w.key)
-        if not kept:
-            out |= {(hid, r) for hid, e in w.op.entries.items() for r in e.refs if r >= 0}
-            if defer and not w.cached and w.saving >= compile_penalty(True, prof, started, imported, w.blas):
-                st.deferred += w.key not in DEFERRED
-                if w.key not in DEFERRED:
-                    assert w.op.plan is not None
-                    DEFERRED[w.key] = (w.op.plan, tuple(_size_format(h, hints) for h in w.op.inputs))
-    return frozenset(out)
-
-
-def _size_format(h: Hop, hints: dict[str, float] | None) -> tuple[int, int, bool]:
-    m = meta(h, hints)
-    return m.rows, m.cols, m.sparse
-
-
-def observed_key(key: str, root: Hop) -> str:
-    """A candidate's key in the run feedback: its canonical plan hash where its root is written. The
-    hash alone names every instance of one plan: AutoEncoder's sigmoid(A %*% W + b) runs 79 times a
-    run in its mini-batch loop and once over all rows after it, and the final one was weighed by the
-    loop's 79 executions (fused, it cost the run Numba's start: 0.92 s against 0.43)."""
-    span = root.span
-    return key if span is None else f"{key}@{span.file}:{span.line}:{span.col}"
-
-
-def intermediate_peak(hops: list[Hop], out: Hop | None, hints: dict[str, float] | None = None) -> float:
-    """Bytes of intermediates the unfused operators hold at once (an operator's output with those of
-    its inputs that are intermediates too), which the fused operator never allocates: the most its
-    first run can save in page faults (memory a process touches for the first time: ``first_touch_bw``,
-    0.45 GB/s calibrated here in the runs that fault, against 16 GB/s for reading). Measured:
-    ``sum(X*Y*Z)`` over 160 MB operands took 0.9 s more in its first unfused run than in the next
-    ones, and ``sum((X - W %*% H)^2)`` (400 MB intermediates) 1.1 s for the subtraction alone,
-    where the per-run estimate saw 0.07 s. The selector's prune bounds a partition's saving by it;
-    the decision to compile weighs the rise of the block's peak (growth_saved), which blocks freed
-    earlier in the block keep lower. The root's output is allocated either way; transposes read
-    through by their product are never allocated."""
-    ids = {h.id for h in hops}
-
-    def held(h: Hop) -> float:
-        if h.id not in ids or h is out or h.dt != MATRIX or h.params.get("read_through"):
-            return 0.0
-        return float(meta(h, hints).bytes)
-
-    return max((held(h) + sum(held(i) for i in h.inputs) for h in hops), default=0.0)
-
-
-def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop]],
-                 hints: dict[str, float] | None = None) -> list[float]:
-    """Bytes by which each fused operator of ``ops`` lowers the peak of the memory the block's
-    operators hold (the DAG run in ``order`` with the other operators fused): what its first run
-    saves in page faults. An operator's intermediates are freed after their last use, and glibc hands
-    their blocks to later allocations (cli.tune_malloc), so only growth of the block's peak touches
-    fresh memory: AutoEncoder's final block ran ``sum((A3 %*% W4 + b4 - X) ^ 2)`` unfused with one
-    80 MB block faulted in (0.16-0.2 s in the runs that faulted), not the three its intermediates add
-    up to (intermediate_peak: 0.53 s, which fused it at a 0.35 s start of Numba). Two such sums in
-    one block save their peak only together; each is weighed with the other fused, and a later round
-    of _not_worth_compiling weighs the survivor again. Variables the block reads cancel out.
-    ``users``: each HOP's consumers in the DAG (the memo table's ``consumers``)."""
-    at = {h.id: i for i, h in enumerate(order)}
-    end = len(order)
-    gone: list[dict[int, int]] = []  # per operator: covered HOPs only it reads -> where its root runs
-    for op in ops:
-        covered = _covered_hops(op)
-        ids = {h.id for h in covered}
-        outs = {h.id for h in op.roots} if op.roots else {op.root.id}
-        root_at = max((at.get(i, -1) for i in outs), default=-1)
-        # an intermediate still read outside (the operator recomputes a materialized HOP, fuse-all)
-        # is computed anyway, and so is what it reads
-        out = {i for i in ids - outs if users.get(i)}
-        while True:
-            kept = {i for i in out if any(u.id not in out and u.id not in outs for u in users[i])}
-            if not kept:
-                break
-            out -= kept
-        gone.append({i: root_at for i in out})
-
-    def peak(absent: dict[int, int]) -> float:
-        live = top = 0.0
-        dying: dict[int, list[float]] = {}
-        for k, h in enumerate(order):
-            if h.id not in absent and h.dt == MATRIX and h.op != "tread" and not h.params.get("read_through"):
-                b = float(meta(h, hints).bytes)
-                live += b
-                top = max(top, live)
-                us = users.get(h.id, [])
-                # a block output (a variable, a result) stays; a fused operator reads where its root runs
-                last = end if not us or any(u.op in ("twrite", "pwrite") for u in us) else \
-                    max(absent.get(u.id, at[u.id]) for u in us)
-                dying.setdefault(max(last, k), []).append(b)
-            live -= sum(dying.pop(k, ()))
-        return top
-
-    fused_all = {i: r for g in gone for i, r in g.items()}
-    base = peak(fused_all)
-    return [max(0.0, peak({i: r for i, r in fused_all.items() if i not in g}) - base) if g else 0.0
-            for g in gone]
-
-
-def _start_shared_here(weighed: list[_Weighed], prof: HardwareProfile, imported: bool = False) -> bool:
-    """Whether this DAG's operators, each paying its own compile or load, together pay for Numba's
-    start: the start is paid once per process, so it is weighed against the sum of their net savings,
-    not charged to each operator alone (which left ALS-CG's CG-loop kernels unfused: each saved less
-    than the start, all of them more)."""
-    net = [(w.saving - compile_penalty(w.cached, prof, True), w.cached, w.blas) for w in weighed]
-    paying = [(n, c, b) for n, c, b in net if n > 0.0]
-    if not paying:
-        return False
-    return sum(n for n, _, _ in paying) >= numba_start(all(c for _, c, _ in paying), prof, imported,
-                                                       any(b for _, _, b in paying))
-
-
-def _covered_hops(op: FusedOp) -> list[Hop]:
-    """The HOPs an operator replaces: those it covers plus the transposes ``t(P) %*% Q`` absorbs."""
-    out = covered_set(op)
-    for h in list(out.values()):
-        if h.kind == "matmult" and h.inputs[0].kind == "reorg" and h.inputs[0].op == "t":
-            out.setdefault(h.inputs[0].id, h.inputs[0])
-    return list(out.values())
-
-
-# ----------------------------------------------------------------------- multi-aggregates
-
-def _reachable(roots: list[Hop]) -> set[int]:
-    return {h.id for h in walk(roots)}
-
-
-def combine_multi_aggregates(ops: list[FusedOp]) -> list[FusedOp]:
-    """Full aggregates of Cell operators over the same iteration space that share an input and do
-    not depend on each other become one MAgg operator reading the shared inputs once."""
-    cands = [o for o in ops if o.template == "cell" and o.plan is not None and o.plan.agg == C.FULL_AGG]
-    rest = [o for o in ops if o not in cands]
-    groups: list[list[FusedOp]] = []
-    for o in cands:
-        main = o.inputs[0]
-        for g in groups:
-            gm = g[0].inputs[0]
-            if (main.rows, main.cols) != (gm.rows, gm.cols):
-                continue
-            if not any(set(i.id for i in o.inputs) & set(i.id for i in x.inputs) for x in g):
-                continue
-            deps = _reachable(o.inputs)
-            if any(x.root.id in deps or o.root.id in _reachable(x.inputs) for x in g):
-                continue
-            g.append(o)
-            break
-        else:
-            groups.append([o])
-    out = list(rest)
-    for g in groups:
-        out.append(g[0] if len(g) == 1 else _magg(g))
-    return out
-
-
-def _magg(group: list[FusedOp]) -> FusedOp:
-    b = C.CPlanBuilder()
-    inputs: list[Hop] = [group[0].inputs[0]]
-    main = inputs[0]
-    roots: list[C.CNode] = []
-    for o in group:
-        assert o.plan is not None
-        memo: dict[int, C.CNode] = {}
-
-        def re(n: C.CNode, o: FusedOp = o, memo: dict[int, C.CNode] = memo) -> C.CNode:
-            if id(n) in memo:
-                return memo[id(n)]
-            if n.op == "input":
-                h = o.inputs[int(n.arg)]  # type: ignore[call-overload]
-                if h not in inputs:
-                    inputs.append(h)
-                acc = C.MAIN if h is main else (C.CELL if n.access == C.MAIN else n.access)
-                out = b.input(inputs.index(h), acc)
-            elif n.op == "literal":
-                out = b.literal(float(n.arg))  # type: ignore[arg-type]
-            else:
-                out = b.op(n.op, *[re(c) for c in n.children])
-            memo[id(n)] = out
-            return out
-
-        roots.append(re(o.plan.root))
-    safe = all(o.plan is not None and o.plan.sparse_safe and o.inputs[0] is main for o in group)
-    plan = C.CPlan("magg", roots[0], C.FULL_AGG, "sum", sparse_safe=safe, ninputs=len(inputs),
-                   roots=tuple(roots), agg_ops=tuple(o.plan.agg_op for o in group if o.plan is not None))
-    entries = {k: v for o in group for k, v in o.entries.items()}
-    return FusedOp("magg", group[0].root, entries, plan, inputs, roots=[o.root for o in group])
-
-
-# ----------------------------------------------------------------------------- DAG rewrite
-
-def _spoof(op: FusedOp) -> Hop:
-    root = op.root
-    assert op.plan is not None
-    multi = op.template == "magg"
-    s = Hop(OPCODES[op.template], "spoof", list(op.inputs), dt="list" if multi else root.dt,
-            vt="unknown" if multi else root.vt, span=root.span,
-            params={"cplan": op.plan, "covers": sorted(op.entries)})
-    if not multi:
-        s.copy_dims(root)
-        s.mem, s.out_mem = root.mem, root.out_mem
-    if op.transpose_out:  # t(F) %*% W computed as t(t(W) %*% F)
-        s.set_dims(root.cols, root.rows, root.nnz)
-        t = Hop("t", "reorg", [s], root.dt, root.vt, span=root.span)
-        t.copy_dims(root)
-        t.mem, t.out_mem = root.mem, root.out_mem
-        return t
-    return s
-
-
-def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
-    repl: dict[int, Hop] = {}
-    for op in ops:
-        s = _spoof(op)
-        if op.template == "magg":
-            for k, r in enumerate(op.roots):
-                g = Hop("get", "extract", [s], dt=SCALAR, vt=DOUBLE, span=r.span, params={"index": k})
-                g.rows = g.cols = 0
-                repl[r.id] = g
-        else:
-            repl[op.root.id] = s
-    for h in walk(dag.roots):
-        h.inputs = [repl.get(i.id, i) for i in h.inputs]
-    for op in ops:  # the spoof operators' own inputs may be other fused operators' roots
-        for s in ({repl[r.id] for r in op.roots} if op.template == "magg" else {repl[op.root.id]}):
-            tgt = s.inputs[0] if s.op in ("get", "t") else s
-            tgt.inputs = [repl.get(i.id, i) for i in tgt.inputs]
-    dag.roots = [repl.get(r.id, r) for r in dag.roots]
-

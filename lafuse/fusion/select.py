@@ -19,22 +19,13 @@ from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
 from lafuse.cost.fused import basic_cost, fused_cost, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
+from lafuse.fusion import SelectStats
 from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
 from lafuse.fusion.memo import MemoTable
 from lafuse.hops.hop import Hop
 
 MAX_POINTS_EXHAUSTIVE = 9  # interesting points per partition enumerated (2^9 plans) before a greedy pass
 MAX_PLANS_PER_DAG = 1024  # plan evaluations per DAG before the remaining partitions are chosen greedily
-
-
-@dataclass
-class SelectStats:
-    partitions: int = 0
-    points: int = 0
-    plans_total: int = 0  # 2^|M'| summed over partitions
-    plans_evaluated: int = 0
-    pruned_cost: int = 0
-    pruned_structural: int = 0
 
 
 @dataclass
@@ -48,7 +39,7 @@ class Context:
     weight: float = 1.0  # expected executions of the DAG (amortizes kernel compilation)
     cplans: dict = field(default_factory=dict)  # CPlan construction memo across evaluated plans
     costs: dict = field(default_factory=dict)  # operator cost memo across evaluated plans
-    # bytes the unfused operators of a set of HOPs hold at once (fusion.intermediate_peak): what a
+    # bytes the unfused operators of a set of HOPs hold at once (optimizer.intermediate_peak): what a
     # fused plan need not touch for the first time; 0 unless the optimizer passes it in
     peak: Callable[[list[Hop], Hop | None, dict[str, float] | None], float] = lambda hops, out, hints: 0.0
 
@@ -189,7 +180,7 @@ class CostBased(Selector):
     def _cannot_pay(self, ctx: Context, part: set[int], lb: Bound) -> bool:
         """No plan of the partition saves a kernel's load: per run, nor in the memory its unfused
         intermediates touch for the first time (bounded by all of them, which the later decision,
-        fusion._not_worth_compiling, counts too). Without that bound, KMeans' final sum(X ^ 2) over
+        optimizer._not_worth_compiling, counts too). Without that bound, KMeans' final sum(X ^ 2) over
         1e5 x 50 (a 40 MB intermediate: 0.17 s measured, 0.007 s estimated per run) was cut here
         before the first-touch saving was weighed."""
         unfused = sum(self._basic(ctx, h) for h in part)

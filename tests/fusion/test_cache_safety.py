@@ -92,7 +92,6 @@ def new_process(shared, monkeypatch):
     monkeypatch.setattr(cachedir, "_WARNED", set())
     monkeypatch.setattr(profile, "_cached", {})
     monkeypatch.setattr(observed, "_loaded", {})
-    monkeypatch.setattr(fusion, "_DISK_KEYS", {})
     cachedir.forget()
     yield
     cachedir.forget()
@@ -104,7 +103,6 @@ def renew() -> None:
     cachedir._WARNED.clear()
     profile._cached.clear()
     observed._loaded.clear()
-    fusion._DISK_KEYS.clear()
 
 
 def warnings(err: str) -> list[str]:

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lafuse import cachedir, fusion
 from lafuse import config as cfgmod
-from lafuse import fusion
 from lafuse.compiler import Compiler
 from lafuse.cost.profile import HardwareProfile
+from lafuse.fusion import optimizer
 from lafuse.hops.program import GenericBlock, iter_blocks
 
 from .conftest import PROFILE
@@ -106,12 +107,12 @@ def test_a_source_without_numba_index_is_not_cached(tmp_path, monkeypatch):
     # the file-name probe used before the code generator is loaded
     monkeypatch.delitem(sys.modules, "lafuse.codegen")
     (tmp_path / f"k_{key}_000000000000_x.py").write_text("# being compiled\n")
-    assert not fusion._kernel_cached(plan)
+    assert not optimizer._kernel_cached(plan)
     (tmp_path / "__pycache__").mkdir(exist_ok=True)  # the cache made it at its check
     (tmp_path / "__pycache__" / f"k_{key}_000000000000_x.kernel-6.py311.nbi").write_bytes(b"")
-    assert not fusion._kernel_cached(plan)  # the directory is listed once per process
-    fusion._DISK_KEYS.clear()  # a new process
-    assert fusion._kernel_cached(plan)
+    assert not optimizer._kernel_cached(plan)  # the directory is listed once per process
+    cachedir.forget()  # a new process
+    assert optimizer._kernel_cached(plan)
 
 
 def test_deferred_wait_ignores_stale_markers(tmp_path, monkeypatch):
@@ -188,7 +189,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     # the per-run savings only (test_first_run_growth_counts_once adds the growth of the first run)
-    monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
+    monkeypatch.setattr(optimizer, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
     fusion.DEFERRED.clear()
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -223,7 +224,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     dag = loop_body(LOOP, SMALL, cfgmod.Config(codegen=True, fusion="cost")).dag
     covered = [h for h in dag.hops() if h.op in ("*", "sum")]
     total = next(h for h in covered if h.op == "sum")
-    assert fusion.intermediate_peak(covered, total) == 2 * 2000 * 1000 * 8  # X*Y and (X*Y)*Z
+    assert optimizer.intermediate_peak(covered, total) == 2 * 2000 * 1000 * 8  # X*Y and (X*Y)*Z
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     fusion.DEFERRED.clear()
     fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True, fusion_observed=True)
@@ -231,7 +232,7 @@ def test_first_run_growth_counts_once(tmp_path, monkeypatch):
     monkeypatch.setitem(observed.load(), key, observed.Observation(1.0))
     for growth, deferred in ((True, 1), (False, 0)):
         if not growth:
-            monkeypatch.setattr(fusion, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
+            monkeypatch.setattr(optimizer, "growth_saved", lambda order, ops, users, hints=None: [0.0] * len(ops))
         fusion.DEFERRED.clear()
         st = fusion.FusionStats()
         spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
@@ -280,7 +281,7 @@ def test_kernels_of_one_dag_share_numba_start(monkeypatch):
     one of them alone stays unfused."""
     monkeypatch.setattr(fusion, "_numba_started", lambda: False)
     monkeypatch.setattr(fusion, "_numba_imported", lambda: False)
-    monkeypatch.setattr(fusion, "_kernel_cached", lambda plan: True)
+    monkeypatch.setattr(optimizer, "_kernel_cached", lambda plan: True)
     pre = "".join(f"{v} = rand(rows=6000, cols=1000, seed={i})\n" for i, v in enumerate("ABCDEF"))
     st = fusion.FusionStats()
     spoofs, labels = fused("s = sum(A * B * C)\nt = sum(D * E * F)\nprint(s + t)", "cost", st, pre)
@@ -290,11 +291,11 @@ def test_kernels_of_one_dag_share_numba_start(monkeypatch):
     spoofs, labels = fused("s = sum(A * B * C)\nprint(s)", "cost", st, pre)
     assert spoofs == [] and st.start_shared == 0 and basic_ops(labels, "*")
     # not in the disk cache: a cold compile each (1.3 s) is more than either saves
-    monkeypatch.setattr(fusion, "_kernel_cached", lambda plan: False)
+    monkeypatch.setattr(optimizer, "_kernel_cached", lambda plan: False)
     spoofs, _ = fused("s = sum(A * B * C)\nt = sum(D * E * F)\nprint(s + t)", "cost", fusion.FusionStats(), pre)
     assert spoofs == []
     # with Numba started, each pays for its own load
-    monkeypatch.setattr(fusion, "_kernel_cached", lambda plan: True)
+    monkeypatch.setattr(optimizer, "_kernel_cached", lambda plan: True)
     monkeypatch.setattr(fusion, "_numba_started", lambda: True)
     spoofs, _ = fused("s = sum(A * B * C)\nprint(s)", "cost", fusion.FusionStats(), pre)
     assert [s.op for s in spoofs] == ["spoofCell"]
@@ -435,7 +436,7 @@ def test_the_mode_predicted_from_sizes_is_the_mode_a_call_runs(tmp_path, monkeyp
     for text, pre in (KMEANS_D, OUTER, CELL3):
         for spoof in _fuse_all_spoofs(text, pre):
             plan = spoof.params["cplan"]
-            sizes = [fusion._size_format(h, None) for h in spoof.inputs]
+            sizes = [optimizer._size_format(h, None) for h in spoof.inputs]
             assert not any(s for _, _, s in sizes)  # the sizes of rand's dense results
             for k in (0, 1, len(sizes)):  # dense, the first input CSR, all CSR
                 sz = tuple((r, c, i < k and r * c > 1) for i, (r, c, _) in enumerate(sizes))
@@ -460,7 +461,7 @@ def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeyp
     codegen.clear_memory_cache()
     row = next(s for s in _fuse_all_spoofs(*KMEANS_D) if s.params["cplan"].template == "row")
     plan = row.params["cplan"]
-    sizes = tuple(fusion._size_format(h, None) for h in row.inputs)
+    sizes = tuple(optimizer._size_format(h, None) for h in row.inputs)
     assert codegen.predict_mode(plan, sizes) == 3
     assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 1
     codegen.clear_memory_cache()
@@ -479,10 +480,10 @@ def _fused_ops(text: str, preamble: str) -> tuple[list, dict, list]:
     cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
     dag = copy_dag(loop_body(text, preamble, cfg).dag)
     order = dag.hops()
-    fusion._mark_read_through(dag, order)
+    optimizer._mark_read_through(dag, order)
     memo = explore(dag.roots, dominance=True)
     cuts = SELECTORS["fuse-all"]().select(Context(memo, dag.roots, order, HardwareProfile()))
-    ops = fusion.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
+    ops = optimizer.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
     return order, memo.consumers, ops
 
 
@@ -496,11 +497,11 @@ def test_first_run_growth_is_the_rise_of_the_blocks_peak():
     assert (chain.root.op, total.root.op) == ("*", "sum")
     mb16 = 2000 * 1000 * 8
     # the operator's own intermediates held at once: A (which it recomputes), A - X, its square
-    assert fusion.intermediate_peak(fusion._covered_hops(total), total.root) == 3 * mb16
+    assert optimizer.intermediate_peak(optimizer._covered_hops(total), total.root) == 3 * mb16
     # (A[1, 1], 8 bytes, is allocated too)
-    assert fusion.growth_saved(order, [total], users) == pytest.approx([mb16], abs=8)  # A - X and its square above A
+    assert optimizer.growth_saved(order, [total], users) == pytest.approx([mb16], abs=8)  # A - X and its square above A
     # with A's operator fused too (A alone before the sum), the sum's intermediates are the peak
-    assert fusion.growth_saved(order, [chain, total], users) == pytest.approx([mb16, 2 * mb16], abs=8)
+    assert optimizer.growth_saved(order, [chain, total], users) == pytest.approx([mb16, 2 * mb16], abs=8)
 
 
 def test_a_kernel_calling_blas_pays_scipys_blas_import_once(monkeypatch):

@@ -11,6 +11,7 @@ from lafuse import config as cfgmod
 from lafuse import fusion
 from lafuse.compiler import Compiler
 from lafuse.fusion import cplan as C
+from lafuse.fusion import optimizer
 from lafuse.fusion.memo import explore
 from lafuse.fusion.select import Context, CostBased, interesting_points, partitions
 from lafuse.hops.program import GenericBlock, iter_blocks
@@ -429,7 +430,7 @@ def test_first_touch_of_intermediates_keeps_a_partition_in_the_enumeration():
     prof = HardwareProfile(mem_read_bw=1.6e10, mem_write_bw=1.9e10, cache_bw=4.1e10, elementwise_rate=2.0e9,
                            matrix_op_overhead=6.2e-6, instruction_overhead=8.4e-7, first_touch_bw=4.2e8)
     pruned = {}
-    for name, peak in (("without", lambda *a: 0.0), ("with", fusion.intermediate_peak)):
+    for name, peak in (("without", lambda *a: 0.0), ("with", optimizer.intermediate_peak)):
         memo = explore(b.dag.roots)
         ctx = Context(memo, b.dag.roots, b.dag.hops(), prof, peak=peak)
         cuts = CostBased().select(ctx)

@@ -1,0 +1,187 @@
+"""Cost-based fusion decisions of earlier runs, reused where nothing they rest on has changed.
+
+Why: the cost-based optimizer (paper 000 §4-5: exploration, plan enumeration, then the decision
+whether a kernel pays for its compile or load) takes 5-10 ms per DAG of a loop body, and a script
+whose every DAG stays unfused decides the same again at every run. In a mini-batch loop of small
+blocks that was a fifth of the algorithm: AutoEncoder 2e4 x 100 ran in 0.131 s under the cost policy
+(median of 10 alternating runs), 0.105 s with the optimizer answering "unfused" at once, 0.102 s
+without codegen. Reusing the decision takes a key and one lookup.
+
+What a decision rests on, all of it in its key (a change of any part means deciding again):
+
+- the DAG: every HOP's kind, operator, types, dimensions, non-zeros, name, value, parameters,
+  place in the script (the run feedback keys candidates by it) and inputs by position, and the roots;
+- how often its block is expected to run, and the non-zeros of the variables it reads;
+- the configuration, but for the fields that only change what is printed;
+- the hardware profile's rates and its source;
+- the process state the compile penalty reads: the code generator imported, scipy's BLAS imported
+  (decisions are reused only before the process has loaded a kernel, when nothing else has changed);
+- the run feedback (observed block executions and savings, feedback.observed), the plan cache's
+  kernel files (a kernel compiled or evicted since), and lafuse's
+  own source files (sizes, modification times).
+
+Only decisions that fused nothing and left nothing to a background compile are kept: replaying them
+needs no plan, only what the optimizer reports beside it (the candidates the run feedback counts,
+their per-execution savings, which of them call BLAS, how many operators a compile would not pay
+for). Decisions are read from the file once per process; those a process makes are saved when the
+run ends (``lafuse run``) and reused by later processes only: within one process each DAG is
+decided once anyway. File ``decisions.json`` next to the plan cache, the newest ``MAX_ENTRIES``
+kept, replaced atomically; a corrupt one is deleted with one warning (observed.read_feedback).
+Config ``fusion_reuse`` (``LAFUSE_FUSION_REUSE=0``) turns reuse off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lafuse.feedback import observed
+
+FILE = "decisions.json"
+MAX_ENTRIES = 2048
+# configuration fields that change only what a run prints, not what the optimizer decides
+OUTPUT_ONLY = frozenset({"stats", "stats_top", "explain", "debug", "check_metadata"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an unfused outcome of the optimizer leaves behind besides the (unchanged) DAG."""
+
+    candidates: tuple[str, ...]  # fusion.optimizer.observed_key of every candidate weighed (Dag.candidates)
+    savings: tuple[tuple[str, float], ...]  # s per execution the optimizer expected of each (observed.SAVINGS)
+    blas: tuple[str, ...]  # candidates whose kernel calls BLAS (observed.BLAS)
+    unfused: int  # operators left unfused because compiling would not pay (FusionStats)
+    observed: int  # of the decisions, those weighed by observed executions (FusionStats)
+
+
+_loaded: dict[str, dict[str, Decision]] = {}
+_new: dict[str, Decision] = {}  # this process's decisions, saved at the end of the run
+_digests: dict[str, str] = {}  # per-process parts of the key (source, feedback), computed once
+
+
+def _path() -> Path:
+    return observed.cache_path(FILE)
+
+
+def _parse(raw: Any) -> dict[str, Decision]:
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    out: dict[str, Decision] = {}
+    for k, v in raw.items():
+        if not isinstance(v, dict):
+            raise ValueError(f"entry {k!r} is not a decision")
+        cands, blas, savings = v["candidates"], v["blas"], v["savings"]
+        if not (isinstance(cands, list) and all(isinstance(c, str) for c in cands)
+                and isinstance(blas, list) and all(isinstance(b, str) for b in blas)
+                and isinstance(savings, dict) and all(isinstance(s, str) for s in savings)):
+            raise ValueError(f"entry {k!r} is not a decision")
+        counts = [v["unfused"], v["observed"]]
+        if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+            raise ValueError(f"entry {k!r} has a bad count")
+        sav = []
+        for name, s in savings.items():
+            if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+                raise ValueError(f"entry {k!r} has a bad saving")
+            sav.append((name, float(s)))
+        out[str(k)] = Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1])
+    return out
+
+
+def _decisions() -> dict[str, Decision]:
+    key = str(_path())
+    if key not in _loaded:
+        _loaded[key] = observed.read_feedback(_path(), _parse) or {}
+    return _loaded[key]
+
+
+def _source_digest() -> str:
+    """lafuse's own source (every module's size and modification time): a changed cost model or
+    optimizer must not replay what the old one decided."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for f in sorted(filenames):
+            if f.endswith((".py", ".dml")):
+                st = os.stat(os.path.join(dirpath, f))
+                h.update(f"{dirpath}/{f}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def _feedback_digest() -> str:
+    obs = observed.load()
+    text = repr(sorted((k, o.runs, o.saving, o.run, o.blas) for k, o in obs.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _kernels_digest() -> str:
+    from lafuse.cachedir import indexed_kernels
+
+    return hashlib.sha256(" ".join(sorted(indexed_kernels())).encode()).hexdigest()
+
+
+def _once(name: str, fn: Any) -> str:
+    if name not in _digests:
+        _digests[name] = fn()
+    return _digests[name]
+
+
+def _config_text(cfg: Any) -> str:
+    items = ({f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)} if dataclasses.is_dataclass(cfg)
+             else dict(vars(cfg)))
+    return repr(sorted((k, v) for k, v in items.items() if k not in OUTPUT_ONLY))
+
+
+def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, float] | None, cfg: Any,
+        prof: Any) -> str | None:
+    """The decision key of a DAG (its HOPs ``order``ed, inputs first, and ``roots``) or None when
+    it cannot be keyed (a parameter without a stable text: an object shown by address)."""
+    at = {h.id: i for i, h in enumerate(order)}
+    parts = []
+    for h in order:
+        params = repr(sorted(h.params.items()))
+        span = h.span
+        where = "" if span is None else f"{span.file}:{span.line}:{span.col}"
+        parts.append(f"{h.kind}|{h.op}|{h.dt}|{h.vt}|{h.rows}|{h.cols}|{h.nnz}|{h.name}|{h.value!r}|{params}|"
+                     f"{[at.get(i.id, -1) for i in h.inputs]}|{where}")
+    parts.append(repr([at.get(r.id, -1) for r in roots]))
+    text = "\n".join(parts)
+    if " at 0x" in text:
+        return None
+    state = ("numba" in sys.modules, "lafuse.codegen" in sys.modules, "scipy.linalg.cython_blas" in sys.modules)
+    head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg), repr(asdict(prof)), repr(state),
+            _once("source", _source_digest), _once("feedback", _feedback_digest),
+            _once("kernels", _kernels_digest)]
+    return hashlib.sha256(("\n".join(head) + "\n" + text).encode()).hexdigest()[:32]
+
+
+def lookup(k: str) -> Decision | None:
+    """An earlier process's decision for key ``k``."""
+    return _decisions().get(k)
+
+
+def record(k: str, decision: Decision) -> None:
+    _new[k] = decision
+
+
+def save() -> int:
+    """Merge this process's decisions into the file (atomically; the newest win); how many."""
+    if not _new:
+        return 0
+    merged = {k: v for k, v in _decisions().items() if k not in _new}
+    merged.update(_new)
+    if len(merged) > MAX_ENTRIES:
+        merged = dict(list(merged.items())[-MAX_ENTRIES:])
+    data = {k: {"candidates": list(d.candidates), "savings": dict(d.savings), "blas": list(d.blas),
+                "unfused": d.unfused, "observed": d.observed} for k, d in merged.items()}
+    observed.write_json(_path(), data)
+    _loaded[str(_path())] = merged
+    n = len(_new)
+    _new.clear()
+    return n
