@@ -119,7 +119,7 @@ class Stats:
         if f is None:
             return []
         s = f.select
-        reused = f" ({f.reused} unfused as an earlier run decided, not enumerated again)" if f.reused else ""
+        reused = f" ({f.reused} as an earlier run decided them, not enumerated again)" if f.reused else ""
         out = [f"Codegen: DAGs optimized {f.dags}{reused}, fused operators {f.fused_ops} (CPlans {f.cplans}), "
                f"memo entries {f.memo_entries} (pruned {f.memo_pruned}), optimizer time {f.time:.3f} sec.",
                f"Codegen plans: partitions {s.partitions}, interesting points {s.points}, plans "

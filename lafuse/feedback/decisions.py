@@ -17,17 +17,20 @@ What a decision rests on, all of it in its key (a change of any part means decid
 - the process state the compile penalty reads: the code generator imported, scipy's BLAS imported
   (decisions are reused only before the process has loaded a kernel, when nothing else has changed);
 - the run feedback (observed block executions and savings, feedback.observed), the plan cache's
-  kernel files (a kernel compiled or evicted since), and lafuse's
-  own source files (sizes, modification times).
+  kernel files (a kernel compiled or evicted since), and lafuse's own source files (sizes,
+  modification times).
 
-Only decisions that fused nothing and left nothing to a background compile are kept: replaying them
-needs no plan, only what the optimizer reports beside it (the candidates the run feedback counts,
-their per-execution savings, which of them call BLAS, how many operators a compile would not pay
-for). Decisions are read from the file once per process; those a process makes are saved when the
-run ends (``lafuse run``) and reused by later processes only: within one process each DAG is
-decided once anyway. File ``decisions.json`` next to the plan cache, the newest ``MAX_ENTRIES``
-kept, replaced atomically; a corrupt one is deleted with one warning (observed.read_feedback).
-Config ``fusion_reuse`` (``LAFUSE_FUSION_REUSE=0``) turns reuse off.
+Decisions that left a kernel to a background compile are not kept (the next run, with the kernel
+cached, decides again). An unfused decision is replayed without the optimizer (the DAG as it is, with
+what the optimizer reports beside it: the candidates the run feedback counts, their per-execution
+savings, which of them call BLAS, how many operators a compile would not pay for); a fused one by
+its materialization cuts, applied to a new exploration of the same DAG (exploration and the plan
+construction only: no plan enumeration, no compile decision). Decisions are read from the file
+once per process; those a process makes are saved when the run ends (``lafuse run``) and reused by
+later processes only: within one process each DAG is decided once anyway. File ``decisions.json``
+next to the plan cache, the newest ``MAX_ENTRIES`` kept, replaced atomically; a corrupt one is
+deleted with one warning (observed.read_feedback). Config ``fusion_reuse`` (``LAFUSE_FUSION_REUSE=0``)
+turns reuse off.
 """
 
 from __future__ import annotations
@@ -51,13 +54,18 @@ OUTPUT_ONLY = frozenset({"stats", "stats_top", "explain", "debug", "check_metada
 
 @dataclass(frozen=True)
 class Decision:
-    """What an unfused outcome of the optimizer leaves behind besides the (unchanged) DAG."""
+    """An outcome of the cost-based optimizer, as far as a later run needs it to rebuild it."""
 
     candidates: tuple[str, ...]  # fusion.optimizer.observed_key of every candidate weighed (Dag.candidates)
     savings: tuple[tuple[str, float], ...]  # s per execution the optimizer expected of each (observed.SAVINGS)
     blas: tuple[str, ...]  # candidates whose kernel calls BLAS (observed.BLAS)
     unfused: int  # operators left unfused because compiling would not pay (FusionStats)
     observed: int  # of the decisions, those weighed by observed executions (FusionStats)
+    # the materialization cuts of a plan with fused operators, (HOP, input group) by position in the
+    # DAG's topological order; None: nothing fused
+    cuts: tuple[tuple[int, int], ...] | None = None
+    prestart: tuple[str, ...] = ()  # kernels kept only on a background start (fusion.ON_PRESTART)
+    start_shared: int = 0  # kernels kept because they share Numba's start (FusionStats)
 
 
 _loaded: dict[str, dict[str, Decision]] = {}
@@ -81,15 +89,22 @@ def _parse(raw: Any) -> dict[str, Decision]:
                 and isinstance(blas, list) and all(isinstance(b, str) for b in blas)
                 and isinstance(savings, dict) and all(isinstance(s, str) for s in savings)):
             raise ValueError(f"entry {k!r} is not a decision")
-        counts = [v["unfused"], v["observed"]]
+        counts = [v["unfused"], v["observed"], v.get("start_shared", 0)]
         if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
             raise ValueError(f"entry {k!r} has a bad count")
+        cuts, prestart = v.get("cuts"), v.get("prestart", [])
+        if cuts is not None and not (isinstance(cuts, list) and all(
+                isinstance(c, list) and len(c) == 2 and all(type(i) is int and i >= 0 for i in c) for c in cuts)):
+            raise ValueError(f"entry {k!r} has bad cuts")
+        if not (isinstance(prestart, list) and all(isinstance(p, str) for p in prestart)):
+            raise ValueError(f"entry {k!r} is not a decision")
         sav = []
         for name, s in savings.items():
             if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
                 raise ValueError(f"entry {k!r} has a bad saving")
             sav.append((name, float(s)))
-        out[str(k)] = Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1])
+        out[str(k)] = Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1],
+                               None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2])
     return out
 
 
@@ -179,7 +194,9 @@ def save() -> int:
     if len(merged) > MAX_ENTRIES:
         merged = dict(list(merged.items())[-MAX_ENTRIES:])
     data = {k: {"candidates": list(d.candidates), "savings": dict(d.savings), "blas": list(d.blas),
-                "unfused": d.unfused, "observed": d.observed} for k, d in merged.items()}
+                "unfused": d.unfused, "observed": d.observed, "start_shared": d.start_shared,
+                "cuts": None if d.cuts is None else [list(c) for c in d.cuts], "prestart": list(d.prestart)}
+            for k, d in merged.items()}
     observed.write_json(_path(), data)
     _loaded[str(_path())] = merged
     n = len(_new)

@@ -50,7 +50,7 @@ class FusionStats:
     deferred: int = 0  # of those, kernels that would pay from the disk cache: compiled after the run
     observed: int = 0  # decisions weighed by the executions an earlier run observed (feedback.observed)
     start_shared: int = 0  # kernels that pay only with Numba's start shared by others (in the DAG or observed)
-    reused: int = 0  # DAGs decided unfused as an earlier run decided them (feedback.decisions)
+    reused: int = 0  # DAGs decided as an earlier run decided them (feedback.decisions)
 
 
 # canonical hash -> (CPlan, its inputs' (rows, cols, CSR) by plan position) of kernels left unfused
@@ -88,19 +88,23 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     st = stats or FusionStats()
     reuse = None
     if cfg.fusion == "cost" and getattr(cfg, "fusion_reuse", False) and not _numba_started():
-        reuse = decisions.key(dag.hops(), dag.roots, weight, hints, cfg, prof)
+        order = dag.hops()
+        reuse = decisions.key(order, dag.roots, weight, hints, cfg, prof)
         earlier = decisions.lookup(reuse) if reuse is not None else None
-        if earlier is not None:
-            return _replay(dag, earlier, prof, st, t0), None
+        if earlier is not None and earlier.cuts is None:  # unfused: the DAG as it is
+            return replayed(copy_dag(dag), earlier, prof, st, t0), None
+        if earlier is not None and all(max(c) < len(order) for c in earlier.cuts or ()):
+            from lafuse.fusion import optimizer
+
+            return optimizer.replay(dag, earlier, prof, st, t0)
     from lafuse.fusion import optimizer
 
     return optimizer.run(dag, cfg, st, prof, weight, hints, reuse, t0)
 
 
-def _replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: FusionStats, t0: float) -> Dag:
-    """The outcome of an earlier run's decision that this DAG stays unfused (feedback.decisions): the
-    DAG itself, with the candidates, savings and counts the optimizer reported then."""
-    new = copy_dag(dag)
+def replayed(new: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: FusionStats, t0: float) -> Dag:
+    """``new``, the DAG as an earlier run's decision left it (feedback.decisions), with the candidates,
+    savings and counts the optimizer reported then."""
     new.candidates = earlier.candidates
     observed.SAVINGS.update(earlier.savings)
     observed.BLAS.update(earlier.blas)

@@ -29,7 +29,7 @@ MAX_UNFUSE_ROUNDS = 4
 def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: float,
         hints: dict[str, float] | None, reuse: str | None, t0: float) -> tuple[Dag, MemoTable | None]:
     """fusion.optimize once no earlier decision applies: explore, select, drop the operators whose
-    compile would not pay, rewrite; ``reuse`` is the decision key to record an unfused outcome under."""
+    compile would not pay, rewrite; ``reuse`` is the key to record the decision under (feedback.decisions)."""
     new = copy_dag(dag)
     order = new.hops()
     _mark_read_through(new, order)
@@ -52,7 +52,8 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
     ops = combine_multi_aggregates(plan.fused)
     keys: set[str] = set()
-    before = (st.unfused_by_compile_cost, st.observed, len(F.DEFERRED), st.deferred)
+    unfused0, observed0, shared0 = st.unfused_by_compile_cost, st.observed, st.start_shared
+    deferred0, prestart0 = (len(F.DEFERRED), st.deferred), set(F.ON_PRESTART)
     if not heuristic:
         F.DECIDED_ON.add(prof.source)
         for _ in range(MAX_UNFUSE_ROUNDS):
@@ -69,14 +70,37 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     st.cplans += len(ops)
     _rewrite(new, ops)
     new.candidates = tuple(sorted(keys))
-    if reuse is not None and not ops and (len(F.DEFERRED), st.deferred) == before[2:] \
+    if reuse is not None and (len(F.DEFERRED), st.deferred) == deferred0 \
             and not any(k.split("@")[0] in F.DEFERRED for k in keys):
-        decisions.record(reuse, decisions.Decision(
-            new.candidates, tuple((k, observed.SAVINGS[k]) for k in new.candidates if k in observed.SAVINGS),
-            tuple(k for k in new.candidates if k in observed.BLAS), st.unfused_by_compile_cost - before[0],
-            st.observed - before[1]))
+        at = {h.id: i for i, h in enumerate(order)}
+        if all(a in at and b in at for a, b in cuts):
+            decisions.record(reuse, decisions.Decision(
+                new.candidates, tuple((k, observed.SAVINGS[k]) for k in new.candidates if k in observed.SAVINGS),
+                tuple(k for k in new.candidates if k in observed.BLAS), st.unfused_by_compile_cost - unfused0,
+                st.observed - observed0, tuple(sorted((at[a], at[b]) for a, b in cuts)) if ops else None,
+                tuple(sorted(F.ON_PRESTART - prestart0)), st.start_shared - shared0))
     st.time += time.perf_counter() - t0
     return new, memo
+
+
+def replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: F.FusionStats,
+           t0: float) -> tuple[Dag, MemoTable]:
+    """An earlier run's decision with fused operators (feedback.decisions): its materialization cuts,
+    recorded by position in the DAG's order, applied to a fresh exploration of the same DAG; the
+    selection and the compile decision, most of the optimizer's time, are not repeated."""
+    assert earlier.cuts is not None
+    new = copy_dag(dag)
+    order = new.hops()
+    _mark_read_through(new, order)
+    memo = explore(new.roots, dominance=False)
+    cuts = frozenset((order[a].id, order[b].id) for a, b in earlier.cuts)
+    ops = combine_multi_aggregates(build_plan(memo, new.roots, order, cuts).fused)
+    _rewrite(new, ops)
+    st.fused_ops += len(ops)
+    st.cplans += len(ops)
+    st.start_shared += earlier.start_shared
+    F.ON_PRESTART.update(earlier.prestart)
+    return F.replayed(new, earlier, prof, st, t0), memo
 
 
 def _mark_read_through(dag: Dag, order: list[Hop]) -> None:

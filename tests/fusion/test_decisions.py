@@ -122,13 +122,28 @@ def test_everything_a_decision_rests_on_is_in_its_key(reuse, tmp_path, monkeypat
     assert len(set(variants.values())) == len(variants)
 
 
-def test_fused_and_deferred_outcomes_are_not_recorded(reuse):
-    # run often enough to pay Numba's start and a load: fused, nothing to replay
-    body, dag, st = _optimize(reuse, weight=1e5)
-    assert [h.op for h in dag.hops() if h.kind == "spoof"] == ["spoofCell"] and st.fused_ops == 1
-    assert not decisions._new
-    # paying for a load but not a cold compile: left to a background compile, not replayed either
-    body, dag, st = _optimize(dataclasses.replace(reuse, codegen_defer=True), weight=200)
+def _spoofs(dag) -> list[tuple[str, str, list[str]]]:
+    return [(h.op, h.params["cplan"].canonical_key()[0], [i.label() for i in h.inputs])
+            for h in dag.hops() if h.kind == "spoof"]
+
+
+def test_a_fused_decision_is_replayed_by_its_cuts(reuse):
+    # run often enough to pay Numba's start and a load: fused
+    _, first, st1 = _optimize(reuse, weight=1e5)
+    assert [op for op, _, _ in _spoofs(first)] == ["spoofCell"] and st1.fused_ops == 1
+    [(k, d)] = decisions._new.items()
+    assert d.cuts is not None
+    decisions.save()
+    new_process()
+    _, again, st2 = _optimize(reuse, weight=1e5)
+    assert st2.reused == 1 and st2.fused_ops == 1 and st2.select.plans_evaluated == 0  # nothing enumerated
+    assert _spoofs(again) == _spoofs(first) and _labels(again) == _labels(first)
+    assert again.candidates == first.candidates
+
+
+def test_deferred_outcomes_are_not_recorded(reuse):
+    # paying for a load but not a cold compile: left to a background compile, decided again next run
+    _, dag, st = _optimize(dataclasses.replace(reuse, codegen_defer=True), weight=200)
     assert not any(h.kind == "spoof" for h in dag.hops()) and st.deferred == 1
     assert not decisions._new
 
@@ -158,7 +173,7 @@ def test_cli_reuses_decisions_without_loading_the_optimizer(tmp_path):
     second = _run(script, cache, "--stats")
     assert second.returncode == 0, second.stderr
     assert "optimizer loaded: False" in second.stdout
-    assert "unfused as an earlier run decided, not enumerated again" in second.stdout
+    assert "as an earlier run decided them, not enumerated again" in second.stdout
     value = plain.stdout.splitlines()[0]
     assert first.stdout.splitlines()[0] == value and second.stdout.splitlines()[0] == value
     off = _run(script, cache, "--stats", reuse="0")
