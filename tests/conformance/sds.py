@@ -47,11 +47,15 @@ STATS_MARKER = "SystemDS Statistics:"
 ERROR_MARKER = "An Error Occurred :"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # log4j / JVM noise that could end up on stdout in some configurations
-_NOISE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO|DEBUG|ERROR) |WARNING: Using incubator modules)")
+_NOISE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO|DEBUG|ERROR) |WARNING: Using incubator modules"
+                    r"|\[\d+\.\d+s\]\[(warning|info)\]\[)")  # (the last: the JVM's unified logging)
 JVM_TIMEOUT = 300
 # Startup dominates these tiny scripts: C1-only JIT and the serial GC roughly halve the wall time per JVM and
 # do not change results (Java floating point is strict since 17).
-JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "--add-modules=jdk.incubator.vector"]
+# -XX:-UsePerfData: no /tmp/hsperfdata_<user>/<pid> file, whose lock the JVM reports on stdout
+# ("[0.008s][warning][perf,memops] Cannot use file ... locked by another process") when a pid is reused
+# while a stale file is there: alsCG's reference output once began with that line
+JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData", "--add-modules=jdk.incubator.vector"]
 
 
 class SystemDSUnavailable(RuntimeError):
