@@ -566,7 +566,7 @@ def first_runs(w: Workload, ds: DataSet, script: Path, tmp: Path,
 def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, java: JavaRunner | None,
                    java_note: str, mods: dict[str, tuple[Any, str]], progress: Callable[[str], None],
                    first: list[dict[str, Any]] | None = None) -> tuple[list[SystemResult], dict[str, Any]]:
-    """Every system on one workload, ``a.reps`` interleaved rounds. lafuse's runs share a plan and kernel
+    """Every system on one workload, ``a.reps`` interleaved rounds (a micro-benchmark ``a.micro_reps``). lafuse's runs share a plan and kernel
     cache of this workload's own (an algorithm's two sizes share one), empty at the start: each fusion
     policy first runs the workload once untimed (``first_runs``), so the timed runs measure the warm state
     a user sees from the second run of a script on (a micro-benchmark also leaves each process's first
@@ -612,11 +612,12 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
         except Exception as e:
             systems["jax"].skipped = f"{type(e).__name__}: {e}"[:150]
     inner = 1 if w.single else a.inner
-    for rnd in range(a.reps):
+    reps = a.reps if w.single else getattr(a, "micro_reps", a.reps)
+    for rnd in range(reps):
         for name, s in systems.items():
             if s.skipped:
                 continue
-            progress(f"{w.name}: {name} (round {rnd + 1}/{a.reps})")
+            progress(f"{w.name}: {name} (round {rnd + 1}/{reps})")
             if name.startswith("lafuse"):
                 if rnd == 0:  # untimed, with --stats: the heavy hitters and the warm compile row
                     r = run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single)

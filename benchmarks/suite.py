@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, one round (make bench)")
     ap.add_argument("--reps", type=int, default=None, help="interleaved rounds (default: quick 1, full 3)")
+    ap.add_argument("--micro-reps", type=int, default=None,
+                    help="interleaved rounds of the micro-benchmarks (default: quick 1, full 5): their operations "
+                         "take milliseconds, where this machine's noise is largest")
     ap.add_argument("--inner", type=int, default=None,
                     help="timed iterations per micro-benchmark process (default: quick 3, full 5); the first "
                          "is reported apart")
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-report", action="store_true", help="do not regenerate docs/benchmarks.md")
     a = ap.parse_args(argv)
     a.reps = a.reps or (1 if a.quick else 3)
+    a.micro_reps = a.micro_reps or (1 if a.quick else 5)
     a.inner = max(2, a.inner or (3 if a.quick else 5))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     out_json = Path(a.json) if a.json else ROOT / "results" / f"bench-{stamp:%Y%m%d-%H%M%S}.json"
     report: dict[str, Any] = {
         "schema": 1, "command": "make bench" if a.quick else "make bench-full", "quick": a.quick,
-        "reps": a.reps, "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
+        "reps": a.reps, "micro_reps": a.micro_reps, "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
         "machine": machine(mods, java),
         "measured_read_bw": a.measured_bw, "profile": list(_profile()), "systems": list(SYSTEM_LABELS),
         "system_labels": SYSTEM_LABELS, "benchmarks": [], "compile": [],
