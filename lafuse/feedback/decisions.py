@@ -47,7 +47,7 @@ from typing import Any
 from lafuse.feedback import observed
 
 FILE = "decisions.json"
-MAX_ENTRIES = 2048
+MAX_ENTRIES = 1024  # ~220 bytes each in the file, read once by a process that optimizes
 # configuration fields that change only what a run prints, not what the optimizer decides
 OUTPUT_ONLY = frozenset({"stats", "stats_top", "explain", "debug", "check_metadata"})
 
