@@ -406,7 +406,7 @@ def tune_malloc() -> bool:
 
 def _save_observed(cfg: Any) -> None:
     """Record how often each fusion candidate's block ran (feedback.observed) and the cost-based
-    decisions that fused nothing (feedback.decisions), for later runs."""
+    decisions made (feedback.decisions), for later runs."""
     if not (cfg.codegen and "lafuse.fusion" in sys.modules):  # (else nothing was weighed)
         return
     from lafuse.feedback import decisions, observed

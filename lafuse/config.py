@@ -43,8 +43,8 @@ class Config:
     numba_prestart: bool = field(default_factory=lambda: os.environ.get("LAFUSE_NUMBA_PRESTART", "1") != "0")
     # weigh fusion candidates by the block executions earlier runs observed, and record them (feedback.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
-    # reuse an earlier run's cost-based decision for a DAG where nothing it rests on changed and it fused
-    # nothing (feedback.decisions); env LAFUSE_FUSION_REUSE=0 turns it off
+    # reuse an earlier run's cost-based decision for a DAG where nothing it rests on changed
+    # (feedback.decisions); env LAFUSE_FUSION_REUSE=0 turns it off
     fusion_reuse: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_REUSE", "1") != "0")
     # the one switch of every background job `lafuse run` may leave after it exits (deferred kernel
     # compiles, automatic calibration; codegen.deferred): `--no-background` or env LAFUSE_BACKGROUND=0

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -98,11 +97,7 @@ def _parse(raw: Any) -> dict[str, Decision]:
             raise ValueError(f"entry {k!r} has bad cuts")
         if not (isinstance(prestart, list) and all(isinstance(p, str) for p in prestart)):
             raise ValueError(f"entry {k!r} is not a decision")
-        sav = []
-        for name, s in savings.items():
-            if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
-                raise ValueError(f"entry {k!r} has a bad saving")
-            sav.append((name, float(s)))
+        sav = [(name, observed._number(s)) for name, s in savings.items()]  # (ValueError: not a number)
         out[str(k)] = Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1],
                                None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2])
     return out
