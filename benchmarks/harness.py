@@ -563,10 +563,18 @@ def first_runs(w: Workload, ds: DataSet, script: Path, tmp: Path,
     return row
 
 
+def rounds_of(w: Workload, a: argparse.Namespace) -> int:
+    """Interleaved rounds of a workload: ``a.reps`` for an algorithm's large size, ``a.small_reps`` for
+    its small size (SystemDS's JVM runs keep ``a.reps``), ``a.micro_reps`` for a micro-benchmark."""
+    if not w.single:
+        return getattr(a, "micro_reps", a.reps)
+    return getattr(a, "small_reps", a.reps) if w.size == "small" else a.reps
+
+
 def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, java: JavaRunner | None,
                    java_note: str, mods: dict[str, tuple[Any, str]], progress: Callable[[str], None],
                    first: list[dict[str, Any]] | None = None) -> tuple[list[SystemResult], dict[str, Any]]:
-    """Every system on one workload, ``a.reps`` interleaved rounds (a micro-benchmark ``a.micro_reps``). lafuse's runs share a plan and kernel
+    """Every system on one workload, :func:`rounds_of` interleaved rounds. lafuse's runs share a plan and kernel
     cache of this workload's own (an algorithm's two sizes share one), empty at the start: each fusion
     policy first runs the workload once untimed (``first_runs``), so the timed runs measure the warm state
     a user sees from the second run of a script on (a micro-benchmark also leaves each process's first
@@ -612,10 +620,10 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
         except Exception as e:
             systems["jax"].skipped = f"{type(e).__name__}: {e}"[:150]
     inner = 1 if w.single else a.inner
-    reps = a.reps if w.single else getattr(a, "micro_reps", a.reps)
+    reps = rounds_of(w, a)
     for rnd in range(reps):
         for name, s in systems.items():
-            if s.skipped:
+            if s.skipped or (name.startswith("systemds") and rnd >= a.reps):
                 continue
             progress(f"{w.name}: {name} (round {rnd + 1}/{reps})")
             if name.startswith("lafuse"):
