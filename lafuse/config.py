@@ -27,6 +27,9 @@ class Config:
     # Python (runtime.straight: ~2 us an instruction less; generating costs about one loop run); -1 never
     straight_line_after: int = 2
     memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
+    # an unfused t(X) %*% (X %*% v) or t(X) %*% (w * (X %*% v)) runs as one blocked pass over X
+    # (runtime.lower.mmchains, SystemDS's MapMultChain operator) instead of two products
+    mmchain: bool = True
     # later stages (kept here so they have one home)
     codegen: bool = True  # operator fusion with generated kernels (paper 000)
     fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy
