@@ -146,7 +146,7 @@ def mmchains(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded: se
                 and q.inputs[1].dt == "matrix" and q.inputs[1].id not in folded and only_here(q))
 
     def chain(x: Hop, r: Hop, transposed: bool, tr: tuple[int, ...]) -> Chain | None:
-        if x.dt != "matrix":
+        if x.dt != "matrix" or x.id in folded:  # (X itself a transpose only products read: no register)
             return None
         if inner(r, x):
             return Chain(x, r.inputs[1], None, True, transposed, (*tr, r.id))

@@ -78,6 +78,22 @@ def test_other_products_are_left_as_they_were(text: str, big: dict):
     np.testing.assert_allclose(st_["R"], base["R"], rtol=1e-12)
 
 
+@pytest.mark.parametrize("text", [
+    "R = t(t(A) %*% u) %*% t(A)",  # X a transpose that only products read
+    "Z = t(A)\nR = t(Z) %*% (Z %*% u)",
+    "R = t(X %*% v) %*% X",  # the t(q) %*% X form written by hand
+    "R = t(w * (X %*% v)) %*% X",
+])
+def test_chains_over_transposes_and_the_transposed_form(text: str, big: dict):
+    ins = {"X": big["X"], "v": big["v"], "w": big["w"], "A": np.ascontiguousarray(big["X"][:, :200].T),
+           "u": big["V"][:200, :1].copy()}
+    st_, ops = run(text, ins)
+    base, _ = run(text, ins, mmchain=False)
+    np.testing.assert_allclose(st_["R"], base["R"], rtol=1e-10, atol=1e-9)
+    if "X" in text:
+        assert ops.get("mmchain") == 1 and "%*%" not in ops, ops
+
+
 def test_a_sparse_x_runs_the_two_products_inside_the_instruction(big: dict):
     """A CSR X (its format known only at run time) takes the chain's own operators: same values."""
     rng = np.random.default_rng(3)
