@@ -72,7 +72,7 @@ class Stats:
 
         if self.profile is None:
             self.profile = profile.load()
-        hints = {h.name: nnz_estimate(v) for h, v in zip(ins.hop.inputs, args or [])
+        hints = {h.name: nnz_estimate(v) for h, v in zip(ins.reads or ins.hop.inputs, args or [])
                  if h.op == "tread" and h.name and h.nnz < 0 and is_matrix(v)}
         return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints).total
 

@@ -12,7 +12,15 @@ from typing import Any, NamedTuple
 
 import lafuse.fusion as F
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import basic_cost, blas_start, calls_blas, compile_penalty, fused_cost, numba_start
+from lafuse.cost.fused import (
+    basic_cost,
+    blas_start,
+    calls_blas,
+    chain_saving,
+    compile_penalty,
+    fused_cost,
+    numba_start,
+)
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import decisions, observed
@@ -32,7 +40,7 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     compile would not pay, rewrite; ``reuse`` is the key to record the decision under (feedback.decisions)."""
     new = copy_dag(dag)
     order = new.hops()
-    _mark_read_through(new, order)
+    _mark_read_through(new, order, cfg.mmchain)
     memo = explore(new.roots, dominance=cfg.fusion != "cost")
     st.dags += 1
     st.memo_entries += sum(len(es) for es in memo.groups.values())
@@ -103,10 +111,12 @@ def replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: F.F
     return F.replayed(new, earlier, prof, st, t0), memo
 
 
-def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
+def _mark_read_through(dag: Dag, order: list[Hop], chains: bool = True) -> None:
     """Mark the transposes lowering folds into their product (``lower.foldable_transposes``): they
-    cost nothing unfused, so fusing them away saves nothing (basic_cost)."""
-    from lafuse.runtime.lower import foldable_transposes
+    cost nothing unfused, so fusing them away saves nothing (basic_cost); and the products lowering
+    runs as one mmchain instruction when they stay unfused (``lower.mmchains``, config ``mmchain``):
+    ``chain_parts`` on the outer product, the inner operators it absorbs (cost.fused.chain_saving)."""
+    from lafuse.runtime.lower import foldable_transposes, mmchains
 
     users: dict[int, list[Hop]] = {}
     for h in order:
@@ -114,10 +124,15 @@ def _mark_read_through(dag: Dag, order: list[Hop]) -> None:
             users.setdefault(i.id, []).append(h)
     for h in order:
         h.params.pop("read_through", None)
+        h.params.pop("chain_parts", None)
     folded = foldable_transposes(order, users, dag)
     for h in order:
         if h.id in folded:
             h.params["read_through"] = True
+    if chains:  # what lowering runs as one mmchain instruction if left unfused (select.plan_cost)
+        for hid, c in mmchains(order, users, dag, folded).items():
+            outer = next(h for h in order if h.id == hid)
+            outer.params["chain_parts"] = tuple(a for a in c.absorbed if a not in folded)
 
 
 def _kernel_cached(plan: C.CPlan) -> bool:
@@ -168,7 +183,7 @@ def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], users: dict[int, 
         st.observed += seen is not None
         if keys is not None:
             keys.add(where)
-        per_run = sum(basic_cost(h, prof, hints) for h in hops) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
+        per_run = unfused_cost(hops, prof, hints) - fused_cost(op.plan, op.inputs, out_hop, prof, hints)
         once = grown / prof.first_touch_bw
         weighed.append(_Weighed(op, key, where, per_run, per_run * runs + once, _kernel_cached(op.plan),
                                 calls_blas(op.plan)))
@@ -304,6 +319,18 @@ def _start_shared_here(weighed: list[_Weighed], prof: HardwareProfile, imported:
         return False
     return sum(n for n, _, _ in paying) >= numba_start(all(c for _, c, _ in paying), prof, imported,
                                                        any(b for _, _, b in paying))
+
+
+def unfused_cost(hops: list[Hop], prof: HardwareProfile, hints: dict[str, float] | None) -> float:
+    """The operators ``hops`` one by one, less the saving of each mmchain instruction among them
+    (select.plan_cost's price of the same operators left unfused)."""
+    ids = {h.id: h for h in hops}
+    total = sum(basic_cost(h, prof, hints) for h in hops)
+    for h in hops:
+        parts = h.params.get("chain_parts")
+        if parts and all(p in ids for p in parts):
+            total -= chain_saving(h, [ids[p] for p in parts], prof, hints)
+    return total
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import basic_cost, fused_cost, fused_op_rate, fused_weight
+from lafuse.cost.fused import basic_cost, chain_saving, fused_cost, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import SelectStats
@@ -122,12 +122,18 @@ def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: fl
             total += c
             if total >= bound:
                 return total
-    for h in plan.basic:
-        if h.id in part:
-            c = memo.get(h.id)
-            if c is None:
-                c = memo[h.id] = basic_cost(h, prof, hints)
-            total += c
+    basic = {h.id: h for h in plan.basic if h.id in part}
+    for h in basic.values():
+        c = memo.get(h.id)
+        if c is None:
+            c = memo[h.id] = basic_cost(h, prof, hints)
+        total += c
+        parts = h.params.get("chain_parts")
+        if parts and all(p in basic for p in parts):  # the chain stays unfused: one mmchain instruction
+            saving = memo.get(("c", h.id))
+            if saving is None:
+                saving = memo[("c", h.id)] = chain_saving(h, [basic[p] for p in parts], prof, hints)
+            total -= saving
     return total
 
 

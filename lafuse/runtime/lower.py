@@ -35,6 +35,7 @@ class Instruction:
     free: list[int] = field(default_factory=list)
     cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
     inplace: bool = False  # lix that may update its target in place (see interp._lix_inplace)
+    reads: list[Hop] | None = None  # the HOPs of ``args`` where they are not ``hop.inputs`` (read-through, mmchain)
     est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
     # --stats: the run's statistics this instruction's counters belong to, its time and executions
     stats_of: Any = None
@@ -273,12 +274,14 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
             writes.append((h.name or "", args[0]))
             continue
         fn = None
+        reads: list[Hop] | None = None
         if h.kind == "spoof":
             fn = spoof_kernel(h, threads, backend)
         elif h.id in chain:
             c = chain[h.id]
             op = "mmchain"
-            args = [reg[c.x.id], reg[c.v.id]] + ([reg[c.w.id]] if c.w is not None else [])
+            reads = [c.x, c.v] + ([c.w] if c.w is not None else [])
+            args = [reg[i.id] for i in reads]
             fn = functools.partial(kernels["mmchain"], w_first=c.w_first, transposed=c.transposed)
         elif op not in SPECIAL:
             k = kernels.get(op)
@@ -287,7 +290,8 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
             fn = bind_args(op, h.params.get("slots"), k)
             if h.kind == "matmult" and any(i.id in folded for i in h.inputs):
                 ta, tb = (i.id in folded for i in h.inputs)
-                args = [reg[i.inputs[0].id] if i.id in folded else reg[i.id] for i in h.inputs]
+                reads = [i.inputs[0] if i.id in folded else i for i in h.inputs]
+                args = [reg[i.id] for i in reads]
                 fn = _matmult_transposed(fn, ta, tb)
         if fn is not None and h.dt == "matrix":
             fn = _guard_memory(h, fn, bounds)
@@ -296,7 +300,7 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
         if h.dt == "scalar" and op not in ("tread", "get", "fcall", "pread") and (
                 op != "ifelse" or h.params.get("assigned")):
             cast = {"double": float, "int": int}.get(h.vt)
-        ins = Instruction(op, h, args, r, fn, cast=cast)
+        ins = Instruction(op, h, args, r, fn, cast=cast, reads=reads)
         if op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         instrs.append(ins)

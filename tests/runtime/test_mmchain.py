@@ -169,3 +169,35 @@ def test_the_cost_model_prices_one_scan_of_a_dense_x(big: dict):
     chain = instruction_cost("mmchain", ins[0].hop, prof).compute
     outer = instruction_cost("%*%", ins[0].hop, prof).compute
     assert outer <= chain < 2.0 * outer
+
+
+def test_the_fusion_optimizer_prices_an_unfused_chain_as_the_instruction(big: dict):
+    """What the cost-based policy weighs fusion against: the chain left unfused costs what the mmchain
+    instruction costs, not two scans of X (with config mmchain off, the two products)."""
+    from lafuse.cost.fused import basic_cost, chain_saving
+    from lafuse.fusion import optimizer
+    from lafuse.hops.program import copy_dag
+
+    cfg = cfgmod.Config(codegen=False)
+    bound = {k: as_matrix_value(big[k]) for k in ("X", "v", "w")}
+    with cfgmod.using(cfg):
+        prog = Compiler(cfg, stats=Stats()).compile_text("R = t(X) %*% (w * (X %*% v))", "<mmchain>", bound, ("R",))
+    prof = profile.load()
+    for chains in (True, False):
+        dag = copy_dag(prog.blocks[0].dag)
+        order = dag.hops()
+        optimizer._mark_read_through(dag, order, chains)
+        outer = [h for h in order if h.params.get("chain_parts")]
+        if not chains:
+            assert not outer
+            continue
+        assert len(outer) == 1
+        parts = [h for h in order if h.id in outer[0].params["chain_parts"]]
+        assert sorted(h.op for h in parts) == ["%*%", "*"]
+        hops = outer + parts
+        saving = chain_saving(outer[0], parts, prof)
+        assert saving > 0
+        assert optimizer.unfused_cost(hops, prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops) - saving)
+        assert optimizer.unfused_cost(hops, prof, None) == pytest.approx(
+            instruction_cost("mmchain", outer[0], prof).compute)
+        assert optimizer.unfused_cost(hops[:2], prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops[:2]))
