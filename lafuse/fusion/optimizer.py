@@ -12,22 +12,14 @@ from typing import Any, NamedTuple
 
 import lafuse.fusion as F
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
-from lafuse.cost.fused import (
-    basic_cost,
-    blas_start,
-    calls_blas,
-    chain_saving,
-    compile_penalty,
-    fused_cost,
-    numba_start,
-)
+from lafuse.cost.fused import blas_start, calls_blas, compile_penalty, fused_cost, numba_start
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import decisions, observed
 from lafuse.fusion import cplan as C
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
-from lafuse.fusion.select import SELECTORS, Context
+from lafuse.fusion.select import SELECTORS, Context, unfused_cost
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.program import Dag, copy_dag
 
@@ -129,10 +121,10 @@ def _mark_read_through(dag: Dag, order: list[Hop], chains: bool = True) -> None:
     for h in order:
         if h.id in folded:
             h.params["read_through"] = True
-    if chains:  # what lowering runs as one mmchain instruction if left unfused (select.plan_cost)
+    if chains:  # what lowering runs as one mmchain instruction if left unfused (select.unfused_cost)
+        by_id = {h.id: h for h in order}
         for hid, c in mmchains(order, users, dag, folded).items():
-            outer = next(h for h in order if h.id == hid)
-            outer.params["chain_parts"] = tuple(a for a in c.absorbed if a not in folded)
+            by_id[hid].params["chain_parts"] = tuple(a for a in c.absorbed if a not in folded)
 
 
 def _kernel_cached(plan: C.CPlan) -> bool:
@@ -319,18 +311,6 @@ def _start_shared_here(weighed: list[_Weighed], prof: HardwareProfile, imported:
         return False
     return sum(n for n, _, _ in paying) >= numba_start(all(c for _, c, _ in paying), prof, imported,
                                                        any(b for _, _, b in paying))
-
-
-def unfused_cost(hops: list[Hop], prof: HardwareProfile, hints: dict[str, float] | None) -> float:
-    """The operators ``hops`` one by one, less the saving of each mmchain instruction among them
-    (select.plan_cost's price of the same operators left unfused)."""
-    ids = {h.id: h for h in hops}
-    total = sum(basic_cost(h, prof, hints) for h in hops)
-    for h in hops:
-        parts = h.params.get("chain_parts")
-        if parts and all(p in ids for p in parts):
-            total -= chain_saving(h, [ids[p] for p in parts], prof, hints)
-    return total
 
 
 def _covered_hops(op: FusedOp) -> list[Hop]:

@@ -122,7 +122,17 @@ def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: fl
             total += c
             if total >= bound:
                 return total
-    basic = {h.id: h for h in plan.basic if h.id in part}
+    return total + unfused_cost([h for h in plan.basic if h.id in part], prof, hints, memo)
+
+
+def unfused_cost(hops: list[Hop], prof: HardwareProfile, hints: dict[str, float] | None = None,
+                 memo: dict | None = None) -> float:
+    """The operators ``hops`` left unfused: each one's basic_cost, less the saving of each mmchain
+    instruction whose outer product and parts are all among them (``chain_parts``, marked by
+    fusion.optimizer from runtime.lower.mmchains). ``memo`` as plan_cost's."""
+    memo = {} if memo is None else memo
+    basic = {h.id: h for h in hops}
+    total = 0.0
     for h in basic.values():
         c = memo.get(h.id)
         if c is None:

@@ -176,6 +176,7 @@ def test_the_fusion_optimizer_prices_an_unfused_chain_as_the_instruction(big: di
     instruction costs, not two scans of X (with config mmchain off, the two products)."""
     from lafuse.cost.fused import basic_cost, chain_saving
     from lafuse.fusion import optimizer
+    from lafuse.fusion.select import unfused_cost
     from lafuse.hops.program import copy_dag
 
     cfg = cfgmod.Config(codegen=False)
@@ -197,7 +198,7 @@ def test_the_fusion_optimizer_prices_an_unfused_chain_as_the_instruction(big: di
         hops = outer + parts
         saving = chain_saving(outer[0], parts, prof)
         assert saving > 0
-        assert optimizer.unfused_cost(hops, prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops) - saving)
-        assert optimizer.unfused_cost(hops, prof, None) == pytest.approx(
+        assert unfused_cost(hops, prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops) - saving)
+        assert unfused_cost(hops, prof, None) == pytest.approx(
             instruction_cost("mmchain", outer[0], prof).compute)
-        assert optimizer.unfused_cost(hops[:2], prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops[:2]))
+        assert unfused_cost(hops[:2], prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops[:2]))

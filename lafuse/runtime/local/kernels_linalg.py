@@ -53,8 +53,8 @@ k_matmult.dense_matmul = True  # type: ignore[attr-defined]  # a @ b for dense o
 # none at 1-2 MiB, 1.2-1.4x at 8-16 MiB.
 MMCHAIN_BLOCK_BYTES = 4 << 20
 MMCHAIN_MIN_BYTES = 16 << 20  # smaller X: the second product reads it from the 32 MiB L3 anyway
-_MUL = make_binary("*")
 MMCHAIN_MAX_COLS = 16  # columns of v: beyond, X %*% V is a product of its own rather than a pass
+_MUL = make_binary("*")  # the chain's * where the blocked pass does not apply
 
 
 def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.ndarray | None:
