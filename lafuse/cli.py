@@ -274,6 +274,7 @@ def _main(argv: list[str] | None = None) -> int:
 def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos: list[Any],
          sources: dict[str, str]) -> int:
     from lafuse.compiler import Compiler
+    from lafuse.runtime import reuse
     from lafuse.runtime.interp import Interpreter
     from lafuse.runtime.threads import blas_limited
 
@@ -326,6 +327,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         est = estimate_program(prog, comp)
         stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
     interp = Interpreter(prog, comp, stats=stats)
+    reused = tuple(reuse.DONE)
     t0 = time.perf_counter()
     try:
         with blas_limited(cfg.threads):
@@ -334,6 +336,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         if stats is not None:
             stats.exec_time = time.perf_counter() - t0
             stats.fusion = comp.fusion_stats
+            stats.reused = (reuse.DONE[0] - reused[0], reuse.DONE[1] - reused[1])
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
         _spawn_deferred(cfg)

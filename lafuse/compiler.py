@@ -118,7 +118,8 @@ class Compiler:
             if st is not None:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
-        plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend, self.cfg.mmchain)
+        plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend, self.cfg.mmchain,
+                     self.cfg.reuse_buffers)
         plan.candidates = dag.candidates
         return plan
 

@@ -30,6 +30,9 @@ class Config:
     # an unfused t(X) %*% (X %*% v) or t(X) %*% (w * (X %*% v)) runs as one blocked pass over X
     # (runtime.lower.mmchains, SystemDS's MapMultChain operator) instead of two products
     mmchain: bool = True
+    # an element-wise result of 256 KiB or more takes the buffer of an operand that dies with it and
+    # that nothing else holds (runtime.reuse: NumPy's temporary elision, decided by liveness)
+    reuse_buffers: bool = True
     # later stages (kept here so they have one home)
     codegen: bool = True  # operator fusion with generated kernels (paper 000)
     fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy

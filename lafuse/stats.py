@@ -27,6 +27,7 @@ class Stats:
     estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
     fusion: Any = None  # lafuse.fusion.FusionStats of the run (codegen on)
+    reused: tuple[int, int] = (0, 0)  # element-wise results written into a dying operand, their bytes
 
     def first_run(self, ins: Any, args: list[Any]) -> None:
         """An instruction's first execution under these statistics: it joins ``ran`` with zeroed
@@ -92,6 +93,7 @@ class Stats:
             f"Total execution time:\t\t{self.exec_time:.3f} sec.",
             f"Dynamic recompilations:\t\t{self.recompiles} ({self.recompile_time:.3f} sec.)",
             f"Function calls:\t\t\t{self.functions_called}",
+            f"In-place element-wise results:\t{self.reused[0]} ({self.reused[1] / 2**20:.1f} MiB not allocated)",
             f"Heavy hitter instructions (top {n}):",
         ]
         hh = self.heavy_hitters(n)

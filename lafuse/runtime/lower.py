@@ -19,6 +19,7 @@ from lafuse.hops import sizes
 from lafuse.hops.hop import Hop
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import REQUIRED, SPECS
+from lafuse.runtime import reuse
 
 # opcodes the interpreter executes itself (they touch the symbol table, IO, or control)
 SPECIAL = {"tread", "twrite", "fcall", "print", "stop", "assert", "write", "pread", "time", "list",
@@ -35,6 +36,7 @@ class Instruction:
     free: list[int] = field(default_factory=list)
     cast: type | None = None  # Python type a scalar result is coerced to (its inferred value type)
     inplace: bool = False  # lix that may update its target in place (see interp._lix_inplace)
+    reuse: int = -1  # argument whose buffer an element-wise result may take (runtime.reuse)
     reads: list[Hop] | None = None  # the HOPs of ``args`` where they are not ``hop.inputs`` (read-through, mmchain)
     est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
     # --stats: the run's statistics this instruction's counters belong to, its time and executions
@@ -102,6 +104,20 @@ def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:
     outs = users.get(h.id, [])
     others = [u for u in outs if not (u.op == "twrite" and u.name == base.name)]
     return not others and any(u.op == "twrite" for u in outs) and h.id not in {r.id for r in dag.roots}
+
+
+def _mark_reuse(ins: Instruction) -> None:
+    """An element-wise instruction whose matrix operand dies with it may write into that operand
+    (runtime.reuse; the run-time check makes sure nothing else holds the array)."""
+    h = ins.hop
+    if ins.reads is not None or h.dt != "matrix" or len(ins.args) != len(h.inputs):
+        return
+    dead = [a in ins.free and ins.args.count(a) == 1 and i.dt == "matrix" and i.op != "tread"
+            for a, i in zip(ins.args, h.inputs)]
+    k = reuse.operand(ins.fn, len(ins.args), (h.rows, h.cols), [(i.rows, i.cols) for i in h.inputs], dead)
+    if k >= 0 and ins.fn is not None:
+        ins.reuse = k
+        ins.fn = reuse.into(ins.fn, k, reuse.LOOP_REFS)
 
 
 def foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:
@@ -245,7 +261,7 @@ def _guard_memory(h: Hop, fn: Callable[..., Any], bounds: dict[int, float]) -> C
 
 
 def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None = None,
-          backend: str = "numba", chains: bool = True) -> Plan:
+          backend: str = "numba", chains: bool = True, reuse_buffers: bool = True) -> Plan:
     order = dag.hops()
     users: dict[int, list[Hop]] = {}
     for h in order:
@@ -313,5 +329,8 @@ def lower(dag: Dag, kernels: dict[str, Callable[..., Any]], threads: int | None 
     for a, pos in last.items():
         if a not in keep and a not in constants:
             instrs[pos].free.append(a)
+    if reuse_buffers:
+        for ins in instrs:
+            _mark_reuse(ins)
     result = reg[dag.roots[0].id] if dag.roots else -1
     return Plan(instrs, len(reg), constants, writes, result)

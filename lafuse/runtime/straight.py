@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from lafuse.runtime import reuse
 from lafuse.runtime.lower import Instruction, Plan
 
 
@@ -107,6 +108,8 @@ def _call(ins: Instruction, i: int, args: str, bind: Callable[[Any, str, int], s
         return f"st[{ins.hop.name!r}]"
     if ins.fn is None:
         return f"special({ins.opcode!r}, {bind(ins.hop, 'h', i)}, [{args}], st)"
+    if ins.reuse >= 0:  # the kernel writing into a dying operand, counting this code's references
+        return f"{bind(reuse.into(ins.fn.kern, ins.reuse, reuse.STRAIGHT_REFS), 'f', i)}({args})"  # type: ignore[attr-defined]
     call = f"{bind(ins.fn, 'f', i)}({args})"
     fast = _dense_fast_path(ins, i, bind, constants)
     return call if fast is None else f"{fast[0]} if {fast[1]} else {call}"

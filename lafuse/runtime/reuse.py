@@ -1,0 +1,153 @@
+"""Element-wise results written into the buffer of an operand that dies with the instruction.
+
+Why: a large intermediate that a single element-wise operation consumes need not live beside its
+result. ``tanh(X %*% W + b)`` over a 50000 x 32 X allocates three 12.8 MB arrays when each
+operation makes a new one, and a process touching fresh memory pays page faults for every page
+(3-38 ms per such array in the benchmark's mini-batch MLP, varying by process). NumPy elides such a
+temporary itself when Python's reference count shows it is the only owner (``a + b + c``, from
+256 KiB on); an interpreter holding registers never lets it see one. Liveness does: lowering knows
+the last reader of every register, and this module decides at run time, by the same reference
+count, that nothing else holds the array (no variable, no view, no other register, no caller).
+
+Only what the kernel's own dense fast path computes as one NumPy ufunc call is done in place (same
+shape, a scalar, or a row or column vector broadcast that is not a narrow one): ``f(a, b, out=a)``
+gives the same values as ``f(a, b)``. Anything else calls the kernel. Fused kernels remember that an
+array holds no NaN/Inf (codegen.finite); an array updated in place is forgotten there.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from lafuse.runtime.local.kernels_common import NARROW_COLS, NARROW_MIN_ROWS, errstate
+
+# NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
+# from the allocator's cache and the checks would cost more than they save
+MIN_BYTES = 256 * 1024
+MIN_CELLS = MIN_BYTES // 8
+
+_F64 = np.dtype(np.float64)
+_ND = np.ndarray
+_refs = sys.getrefcount
+
+
+def _probe(a: Any, b: Any = None) -> int:
+    return _refs(a)
+
+
+def _loop_refs() -> int:
+    """References to an argument inside a kernel called the way interp._exec_loop calls it: the
+    register list, the argument list, the call's tuple, the parameter and getrefcount's own."""
+    regs: list[Any] = [np.empty(1), 1.0]
+    args = [regs[a] for a in (0, 1)]
+    return _probe(*args)
+
+
+def _straight_refs() -> int:
+    """The same for generated straight-line code (runtime.straight): a local, the parameter and
+    getrefcount's own."""
+    r0 = np.empty(1)
+    return _probe(r0, 1.0)
+
+
+# measured, not assumed: they follow the interpreter's calling conventions on this Python
+LOOP_REFS = _loop_refs()
+STRAIGHT_REFS = _straight_refs()
+
+
+# results written in place and their bytes, this process (--stats shows a run's share)
+DONE = [0, 0]
+
+
+def _ufunc(kern: Callable[..., Any]) -> np.ufunc | None:
+    """The kernel's dense operation when it is a float64 -> float64 NumPy ufunc."""
+    f = getattr(kern, "dense_op", None)
+    if not isinstance(f, np.ufunc) or f.nout != 1:
+        return None
+    sig = "d->d" if f.nin == 1 else "dd->d" if f.nin == 2 else ""
+    return f if sig and sig in f.types else None
+
+
+def operand(kern: Callable[..., Any] | None, nargs: int, out_dims: tuple[int, int],
+            arg_dims: list[tuple[int, int]], dead: list[bool]) -> int:
+    """The position of the argument whose buffer the result may take, or -1. ``dead``: per argument,
+    whether its register dies with this instruction and is no other argument's; dims -1 unknown."""
+    if kern is None or _ufunc(kern) is None or nargs not in (1, 2):
+        return -1
+    rows, cols = out_dims
+    if rows >= 0 and cols >= 0 and rows * cols < MIN_CELLS:
+        return -1
+    for k in range(nargs):
+        if dead[k] and (arg_dims[k] == out_dims or min(out_dims) < 0 or min(arg_dims[k]) < 0):
+            return k
+    return -1
+
+
+def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
+    """``kern`` that writes its result into argument ``k`` when the array is float64, owns its buffer,
+    has the result's shape and at most ``refs`` references (LOOP_REFS or STRAIGHT_REFS: the caller's
+    own); else ``kern`` itself runs."""
+    f = _ufunc(kern)
+    assert f is not None
+    finite = sys.modules
+
+    def forget(x: Any) -> None:
+        DONE[0] += 1
+        DONE[1] += x.nbytes
+        fin = finite.get("lafuse.codegen.finite")
+        if fin is not None:
+            fin.invalidate(x)
+
+    if f.nin == 1:
+        def run1(x: Any) -> Any:
+            if type(x) is _ND and x.size >= MIN_CELLS and x.dtype == _F64 and x.base is None \
+                    and x.flags.writeable and _refs(x) <= refs:
+                with errstate():
+                    f(x, out=x)
+                forget(x)
+                return x
+            return kern(x)
+        run: Callable[..., Any] = run1
+    elif k == 0:
+        def run0(a: Any, b: Any) -> Any:
+            if type(a) is _ND and a.size >= MIN_CELLS and _fits(b, a.shape) and a.dtype == _F64 \
+                    and a.base is None and a.flags.writeable and _refs(a) <= refs:
+                with errstate():
+                    f(a, b if type(b) is _ND else float(b), out=a)
+                forget(a)
+                return a
+            return kern(a, b)
+        run = run0
+    else:
+        def run_1(a: Any, b: Any) -> Any:
+            if type(b) is _ND and b.size >= MIN_CELLS and _fits(a, b.shape) and b.dtype == _F64 \
+                    and b.base is None and b.flags.writeable and _refs(b) <= refs:
+                with errstate():
+                    f(a if type(a) is _ND else float(a), b, out=b)
+                forget(b)
+                return b
+            return kern(a, b)
+        run = run_1
+    run.reuse_arg = k  # type: ignore[attr-defined]
+    run.kern = kern  # type: ignore[attr-defined]
+    return run
+
+
+def _fits(other: Any, shape: tuple[int, int]) -> bool:
+    """Whether the kernel's fast path computes ``f(x, other)`` as one ufunc call with x's shape: a
+    float or int (not bool), a same-shape float64 array, or a row or column vector broadcast over a
+    matrix that is not narrow (the kernel runs a narrow one a column at a time)."""
+    t = type(other)
+    if t is float or t is int:
+        return True
+    if t is not _ND or other.dtype != _F64:
+        return False
+    s = other.shape
+    if s == shape:
+        return True
+    vector = (s[0] == 1 and s[1] == shape[1]) or (s[1] == 1 and s[0] == shape[0])
+    return vector and not (1 < shape[1] <= NARROW_COLS and shape[0] >= NARROW_MIN_ROWS)
