@@ -72,12 +72,19 @@ def read_feedback(path: Path, parse: Any) -> Any:
     try:
         return parse(json.loads(text))
     except (ValueError, TypeError, KeyError) as e:
-        warn(f"run feedback {path} is corrupt ({type(e).__name__}: {e}); deleted, rebuilt by later runs")
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        discard(path, e)
         return None
+
+
+def discard(path: Path, e: Exception) -> None:
+    """Delete a corrupt feedback file with one warning (``e``: what was wrong with it)."""
+    from lafuse.cachedir import warn
+
+    warn(f"run feedback {path} is corrupt ({type(e).__name__}: {e}); deleted, rebuilt by later runs")
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _number(v: Any) -> float:
