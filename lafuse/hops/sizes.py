@@ -72,77 +72,75 @@ def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
     return None
 
 
-def scalar_fn(h: Hop | None) -> Callable[[dict[str, Any] | None], Any]:
-    """``scalar_value(h, known)`` as a function of ``known`` alone, the expression walked once. Why: a
-    mini-batch loop evaluates its slice bounds' extent at every iteration to find its plan (runtime.
-    recompile.signature); walking the bound expressions each time cost ~20 us an iteration. The rules
-    are scalar_value's, case for case (tests/hops compare the two); the HOPs must not change while the
-    function is in use (a block's DAG, which only its copies are recompiled from)."""
+def scalar_source(h: Hop | None, bind: Callable[[Any], str], out: list[str], known: str = "known") -> str:
+    """``scalar_value(h, known)`` as Python statements appended to ``out``, over the symbol table named
+    ``known`` (a dict, or None); returns the expression of the value. ``bind(v)`` names a constant.
+    Why: a mini-batch loop evaluates its slice bounds' extent at every iteration to find its plan
+    (runtime.recompile.signature); walking the bound expressions each time cost ~20 us an iteration,
+    a closure per HOP ~1 us a bound, generated statements a fraction of that. The rules are
+    scalar_value's, case for case (tests/hops compare the two), except that an OverflowError or
+    TypeError anywhere means None for the whole (every rule gives None for a None operand, so the
+    two agree); the caller catches them. The HOPs must not change while the code is in use (a
+    block's DAG, which only its copies are recompiled from)."""
     if h is None:
-        return lambda known: None
+        return "None"
     if h.kind == "literal":
-        v = h.value
-        return lambda known: v
+        return bind(h.value)
     if h.op == "tread":
-        name = h.name
-        return lambda known: known[name] if known is not None and name in known else None
+        v = f"_s{len(out)}"
+        out.append(f"{v} = {known}.get({h.name!r}) if {known} is not None else None")
+        return v
     if h.op in ("nrow", "ncol") and h.inputs:
-        src, rows = h.inputs[0], h.op == "nrow"
-        return lambda known: (src.rows if rows else src.cols) if src.dims_known else None
+        src = h.inputs[0]
+        return bind((src.rows if h.op == "nrow" else src.cols) if src.dims_known else None)
+    num, fin = bind((int, float)), bind(_finite_number)
+
+    def arg(i: int) -> str:
+        return scalar_source(h.inputs[i], bind, out, known)
+
     if h.kind == "binary" and h.op in ("+", "-", "*", "/") and len(h.inputs) == 2:
-        fa, fb, op = scalar_fn(h.inputs[0]), scalar_fn(h.inputs[1]), h.op
+        a, b = arg(0), arg(1)
+        val = f"({a} / {b} if {b} else None)" if h.op == "/" else f"{a} {h.op} {b}"
+        line = f"{val} if isinstance({a}, {num}) and isinstance({b}, {num}) and not isinstance({a}, bool) else None"
+    elif h.kind == "binary" and h.op in ("%/%", "%%") and len(h.inputs) == 2:
+        a, b = arg(0), arg(1)
+        line = f"{a} {'//' if h.op == '%/%' else '%'} {b} if {fin}({a}) and {fin}({b}) and {b} != 0 else None"
+    elif h.kind == "nary" and h.op in ("min", "max") and h.inputs and all(i.dt == SCALAR for i in h.inputs):
+        vals = [arg(i) for i in range(len(h.inputs))]
+        line = f"{h.op}(({', '.join(vals)},)) if {' and '.join(f'{fin}({x})' for x in vals)} else None"
+    elif h.op in ("ceil", "floor") and h.inputs and h.inputs[0].dt == SCALAR:
+        a = arg(0)
+        line = f"float({bind(math.ceil if h.op == 'ceil' else math.floor)}({a})) if {fin}({a}) else None"
+    elif h.op == "u-" and h.inputs:
+        a = arg(0)
+        line = f"-{a} if isinstance({a}, {num}) and not isinstance({a}, bool) else None"
+    elif h.op in ("as.integer", "as.double") and h.inputs:
+        a = arg(0)
+        line = (f"int({a}) if isinstance({a}, {num}) and not isinstance({a}, bool) and {bind(math.isfinite)}({a}) "
+                f"else None" if h.op == "as.integer" else
+                f"float({a}) if isinstance({a}, {num}) and not isinstance({a}, bool) else None")
+    else:
+        return "None"
+    v = f"_s{len(out)}"  # one local per line: its operands' lines come first
+    out.append(f"{v} = {line}")
+    return v
 
-        def arith(known: dict[str, Any] | None) -> Any:
-            a, b = fa(known), fb(known)
-            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-                try:
-                    if op == "/":
-                        return a / b if b else None
-                    return a + b if op == "+" else a - b if op == "-" else a * b
-                except (OverflowError, TypeError):
-                    return None
-            return None
-        return arith
-    if h.kind == "binary" and h.op in ("%/%", "%%") and len(h.inputs) == 2:
-        fa, fb, idiv = scalar_fn(h.inputs[0]), scalar_fn(h.inputs[1]), h.op == "%/%"
 
-        def intdiv(known: dict[str, Any] | None) -> Any:
-            a, b = fa(known), fb(known)
-            if _finite_number(a) and _finite_number(b) and b != 0:
-                return a // b if idiv else a % b
-            return None
-        return intdiv
-    if h.kind == "nary" and h.op in ("min", "max") and h.inputs and all(i.dt == SCALAR for i in h.inputs):
-        fs, pick = [scalar_fn(i) for i in h.inputs], (min if h.op == "min" else max)
+def scalar_fn(h: Hop | None) -> Callable[[dict[str, Any] | None], Any]:
+    """``scalar_value(h, known)`` as a compiled function of ``known`` alone (scalar_source)."""
+    names: dict[str, Any] = {}
 
-        def extreme(known: dict[str, Any] | None) -> Any:
-            vals = [f(known) for f in fs]
-            return pick(vals) if all(_finite_number(v) for v in vals) else None
-        return extreme
-    if h.op in ("ceil", "floor") and h.inputs and h.inputs[0].dt == SCALAR:
-        fa, rnd = scalar_fn(h.inputs[0]), (math.ceil if h.op == "ceil" else math.floor)
+    def bind(value: Any) -> str:
+        name = f"_c{len(names)}"
+        names[name] = value
+        return name
 
-        def rounded(known: dict[str, Any] | None) -> Any:
-            a = fa(known)
-            return float(rnd(a)) if _finite_number(a) else None
-        return rounded
-    if h.op == "u-" and h.inputs:
-        fa = scalar_fn(h.inputs[0])
-
-        def neg(known: dict[str, Any] | None) -> Any:
-            a = fa(known)
-            return -a if isinstance(a, (int, float)) and not isinstance(a, bool) else None
-        return neg
-    if h.op in ("as.integer", "as.double") and h.inputs:
-        fa, to_int = scalar_fn(h.inputs[0]), h.op == "as.integer"
-
-        def cast(known: dict[str, Any] | None) -> Any:
-            a = fa(known)
-            if isinstance(a, (int, float)) and not isinstance(a, bool) and (not to_int or math.isfinite(a)):
-                return int(a) if to_int else float(a)
-            return None
-        return cast
-    return lambda known: None
+    body: list[str] = []
+    result = scalar_source(h, bind, body)
+    src = "def f(known):\n try:\n" + "".join(f"  {ln}\n" for ln in body) + f"  return {result}\n" \
+        " except (OverflowError, TypeError):\n  return None\n"
+    exec(compile(src, "<lafuse scalar>", "exec"), names)
+    return names["f"]  # type: ignore[no-any-return]
 
 
 def _finite_number(v: Any) -> bool:

@@ -65,16 +65,11 @@ def range_spans(dag: Dag) -> list[tuple[Hop, Hop]]:
     return out
 
 
-def _extent_fn(sp: tuple[Hop, Hop]) -> Callable[[dict[str, Any]], int | None]:
+def _extent(lo: Hop, hi: Hop, st: dict[str, Any]) -> int | None:
     """The range's length as indexing will compute it, or None when a bound is not a simple expression
-    of known scalars (or the range is empty: an error when it runs), as a function of the symbol table
-    (sizes.scalar_fn: the bounds walked once, not at every iteration of the loop whose plan it keys)."""
-    lo, hi = sizes.scalar_fn(sp[0]), sizes.scalar_fn(sp[1])
-
-    def extent(st: dict[str, Any]) -> int | None:
-        n = sizes.span_len(lo(st), hi(st))
-        return n if n > 0 else None
-    return extent
+    of known scalars (or the range is empty: an error when it runs)."""
+    n = sizes.span_len(sizes.scalar_value(lo, st), sizes.scalar_value(hi, st))
+    return n if n > 0 else None
 
 
 def _same_scalar(a: Hop, b: Hop) -> bool:
@@ -99,12 +94,24 @@ def _signature_fn(dag: Dag, sizers: set[str]) -> Callable[[dict[str, Any]], tupl
     for it at every iteration, and the loop over the block's variables cost 19.6 us of it (MLP 200000 x
     64, 3126 iterations); generated, 12.6 us (6 us timed alone). An entry is a matrix's shape, else
     None, or a size scalar's value (never a tuple, so never equal to a shape)."""
-    ns: dict[str, Any] = {"T": type, "ND": np.ndarray, "SC": _SCALAR_TYPES, "ismat": is_matrix}
+    ns: dict[str, Any] = {"T": type, "ND": np.ndarray, "SC": _SCALAR_TYPES, "ismat": is_matrix,
+                          "SPAN": sizes.span_len}
+
+    def bind(value: Any) -> str:
+        name = f"c{len(ns)}"
+        ns[name] = value
+        return name
+
     parts: list[str] = []
+    lines = []
     for k, (lo, hi) in enumerate(range_spans(dag)):
-        ns[f"e{k}"] = _extent_fn((lo, hi))
-        parts.append(f"e{k}(st)")
-    lines = ["g = st.get"]
+        # the extent as _extent computes it; scalar_source leaves overflow to the caller
+        body: list[str] = []
+        a, b = sizes.scalar_source(lo, bind, body, "st"), sizes.scalar_source(hi, bind, body, "st")
+        lines += ["try:", *(f" {ln}" for ln in body), f" e{k} = SPAN({a}, {b})",
+                  "except (OverflowError, TypeError):", f" e{k} = -1"]
+        parts.append(f"(e{k} if e{k} > 0 else None)")
+    lines.append("g = st.get")
     for k, name in enumerate(sorted(dag.reads())):
         other = "v" if name in sizers else "None"
         lines += [f"v = g({name!r})",
@@ -124,7 +131,7 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
     for h in new.hops():
         if h.op == "rix" and len(h.inputs) == 5:
             for (lo, hi), key in (((h.inputs[1], h.inputs[2]), "row_extent"), ((h.inputs[3], h.inputs[4]), "col_extent")):
-                n = None if _same_scalar(lo, hi) else _extent_fn((lo, hi))(st)
+                n = None if _same_scalar(lo, hi) else _extent(lo, hi, st)
                 if n is not None:
                     h.params[key] = n
     names = scalars if scalars is not None else set(st)
