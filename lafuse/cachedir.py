@@ -268,6 +268,41 @@ def write_signed(name: str, payload: bytes) -> Path:
     return path
 
 
+# generated plan code (runtime.straight.compiled): file name prefix, suffix, how many files are kept
+PLAN_CODE = ("code_", ".marshal", 512)
+
+
+def load_file(name: str) -> bytes | None:
+    """``read_signed``, marking the file used now (its modification time: the order ``store_file``
+    removes files in, and ``noatime`` mounts do not keep access times)."""
+    payload = read_signed(name)
+    if payload is not None:
+        try:
+            os.utime(usable() / name)
+        except OSError:  # removed meanwhile: the payload was verified all the same
+            pass
+    return payload
+
+
+def store_file(name: str, payload: bytes, prefix: str, suffix: str, max_files: int) -> None:
+    """``write_signed``, then at most ``max_files`` files ``prefix*suffix`` kept, the least recently used
+    removed. A failure (a full disk, a read-only directory) stores nothing: the caller builds it again
+    next time."""
+    try:
+        d = write_signed(name, payload).parent
+        files = cached_files(d, prefix, suffix)
+        if len(files) > max_files:
+            for p in sorted(files, key=lambda p: p.stat().st_mtime)[: len(files) - max_files]:
+                p.unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+def cached_files(d: Path, prefix: str, suffix: str) -> list[Path]:
+    """The files ``prefix*suffix`` in cache directory ``d`` (not symlinks)."""
+    return [p for p in d.glob(f"{prefix}*{suffix}") if p.is_file() and not p.is_symlink()]
+
+
 def indexed_kernels() -> frozenset[str]:
     """Canonical hashes of the kernels with a Numba index in this process's plan cache, listed once
     per process and directory (a cache holds thousands of files): the optimizer's probe before the

@@ -161,13 +161,20 @@ def info(max_bytes: int) -> list[str]:
         lines.append(f"last used: oldest {_when(min(k.used for k in ks))}, newest {_when(max(k.used for k in ks))}")
     from lafuse.lang.parser import MAX_AST_FILES, ast_files
 
-    asts = ast_files(d)
+    asts, codes = ast_files(d), code_files(d)
     lines.append(f"parsed scripts: {len(asts)}, {_human(sum(p.stat().st_size for p in asts))} "
                  f"(at most {MAX_AST_FILES}, least recently used removed)")
+    lines.append(f"compiled plan code: {len(codes)}, {_human(sum(p.stat().st_size for p in codes))} "
+                 f"(at most {cachedir.PLAN_CODE[2]}, least recently used removed)")
     jobs = pending(d)
     lines.append(f"background jobs pending: {len(jobs)}" + (f" (pids {', '.join(str(p) for p, _ in jobs)})"
                                                             if jobs else ""))
     return lines
+
+
+def code_files(d: Path) -> list[Path]:
+    """The generated plan code kept in cache directory ``d`` (runtime.straight.compiled)."""
+    return cachedir.cached_files(d, *cachedir.PLAN_CODE[:2])
 
 
 def clear(everything: bool) -> tuple[int, list[str]]:
@@ -193,11 +200,11 @@ def clear(everything: bool) -> tuple[int, list[str]]:
     leftovers += [p for p in (d / PYCACHE).glob("*.tmp.*")] + [p for p in (d / PYCACHE).glob(".probe_*")]
     from lafuse.lang.parser import ast_files
 
-    asts = ast_files(d)
-    for p in asts:
-        p.unlink(missing_ok=True)
-    if asts:
-        other.append(f"{len(asts)} parsed scripts")
+    for what, files in (("parsed scripts", ast_files(d)), ("compiled plan codes", code_files(d))):
+        for p in files:
+            p.unlink(missing_ok=True)
+        if files:
+            other.append(f"{len(files)} {what}")
     if everything:
         from lafuse.cost.profile import profile_path
 

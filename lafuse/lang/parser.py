@@ -58,13 +58,12 @@ def _cache_name(text: str, path: str) -> str:
 def _cached(name: str) -> A.Script | None:
     from lafuse import cachedir
 
-    payload = cachedir.read_signed(name)
+    payload = cachedir.load_file(name)
     if payload is None:
         return None
     try:
         script = pickle.loads(payload)  # noqa: S301 - our own file, its HMAC tag verified
-        os.utime(cachedir.usable() / name)  # last use, for the bound on the number of files
-    except Exception:  # noqa: BLE001 - not loadable, or removed meanwhile: parsed (and stored) again
+    except Exception:  # noqa: BLE001 - not loadable: parsed (and stored) again
         return None
     return script if isinstance(script, A.Script) else None
 
@@ -73,22 +72,17 @@ def _store(name: str, script: A.Script) -> None:
     from lafuse import cachedir
 
     try:
-        _bound(cachedir.write_signed(name, pickle.dumps(script, protocol=pickle.HIGHEST_PROTOCOL)).parent)
-    except Exception:  # noqa: BLE001 - a full disk, a read-only directory, an AST too deep to pickle:
-        return  # the next run parses again
-
-
-def _bound(d: Path) -> None:
-    files = ast_files(d)
-    if len(files) <= MAX_AST_FILES:
+        payload = pickle.dumps(script, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an AST too deep to pickle: the next run parses again
         return
-    for p in sorted(files, key=lambda p: p.stat().st_mtime)[: len(files) - MAX_AST_FILES]:
-        p.unlink(missing_ok=True)
+    cachedir.store_file(name, payload, AST_PREFIX, ".pickle", MAX_AST_FILES)
 
 
 def ast_files(d: Path) -> list[Path]:
     """The cached ASTs in cache directory ``d``."""
-    return [p for p in d.glob(f"{AST_PREFIX}*.pickle") if p.is_file() and not p.is_symlink()]
+    from lafuse import cachedir
+
+    return cachedir.cached_files(d, AST_PREFIX, ".pickle")
 
 
 def parse(text: str, path: str = "<string>") -> A.Script:

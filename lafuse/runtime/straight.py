@@ -19,6 +19,8 @@ overhead, which a block that runs once would not get back.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import types
 from collections.abc import Callable
@@ -97,8 +99,56 @@ def closure(names: dict[str, Any], header: str, body: list[str], filename: str) 
     src = (f"def make({', '.join(names)}):\n def {header}:\n" + "".join(f"  {ln}\n" for ln in body)
            + f" return {header.split('(')[0]}\n")
     scope: dict[str, Any] = {}
-    exec(compile(src, filename, "exec"), scope)
+    exec(compiled(src, filename), scope)
     return scope["make"](**names)  # type: ignore[no-any-return]
+
+
+MAX_IN_MEMORY = 256  # code objects a process keeps (a long one recompiling many plans keeps the newest)
+MIN_CACHED_LINES = 12  # a shorter function compiles in less time than its file takes to read and verify
+_codes: dict[str, types.CodeType] = {}
+
+
+def compiled(src: str, filename: str) -> types.CodeType:
+    """``compile(src, filename, "exec")``, from this process's memory or the plan cache when the same
+    source was compiled before. Why: Python compiles a loop body's plan of 40-odd instructions in 1-2
+    ms (more than 20 of its iterations' overhead) and a process compiles it anew; the code object
+    depends on the text alone (every value is a closure variable), so it is kept as marshal data,
+    signed like every file of the plan cache (lafuse.cachedir; a file whose tag does not verify is
+    compiled again), keyed by the text, the file name and the Python that marshals it."""
+    import hashlib
+    import importlib.util
+    import marshal
+
+    h = hashlib.sha256(importlib.util.MAGIC_NUMBER + sys.version.encode())
+    for part in (filename, src):
+        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    key = h.hexdigest()[:32]
+    code = _codes.get(key)
+    if code is not None:
+        return code
+    cacheable = src.count("\n") >= MIN_CACHED_LINES and os.environ.get("LAFUSE_CODE_CACHE", "1") != "0"
+    name = f"code_{key}.marshal"
+    if cacheable:
+        from lafuse import cachedir
+
+        payload = cachedir.load_file(name)
+        if payload is not None:
+            try:
+                loaded = marshal.loads(payload)
+            except (ValueError, EOFError, TypeError):
+                loaded = None
+            if isinstance(loaded, types.CodeType) and loaded.co_filename == filename:
+                _codes[key] = loaded
+                return loaded
+    code = compile(src, filename, "exec")
+    if len(_codes) >= MAX_IN_MEMORY:
+        _codes.pop(next(iter(_codes)))
+    _codes[key] = code
+    if cacheable:
+        from lafuse import cachedir
+
+        cachedir.store_file(name, marshal.dumps(code), *cachedir.PLAN_CODE)
+    return code
 
 
 def _call(ins: Instruction, i: int, args: str, bind: Callable[[Any, str, int], str],

@@ -347,10 +347,13 @@ def test_cache_info_and_clear(shared, tmp_path, monkeypatch):
     assert f"kernels: 1, {cachefiles._human(size)} (size bound 256.0 MB" in out
     assert "last used: oldest " in out and f"background jobs pending: 1 (pids {os.getpid()})" in out
     asts = len(list(d.glob("ast_*.pickle")))  # the parsed scripts of the runs that filled the cache
-    assert asts >= 1 and f"parsed scripts: {asts}, " in out
+    codes = len(list(d.glob("code_*.marshal")))  # and their loops' plans' generated code
+    assert asts >= 1 and f"parsed scripts: {asts}, " in out and f"compiled plan code: {codes}, " in out
     rc, out, _ = cache("clear")
-    assert rc == 0 and out == f"removed 1 kernels from {d} and {asts} parsed scripts\n"
+    removed = sorted([f"{asts} parsed scripts"] + ([f"{codes} compiled plan codes"] if codes else []))
+    assert rc == 0 and out == f"removed 1 kernels from {d} and {', '.join(removed)}\n"
     assert not list(d.glob("k_*")) and not list((d / "__pycache__").glob("k_*")) and not list(d.glob("ast_*"))
+    assert not list(d.glob("code_*"))
     assert prof.exists() and (d / observed.FILE).exists()  # kept without --all
     assert (d / f".deferred_{os.getpid()}.json").exists()  # the running job's marker too
     assert "kernels: 0, 0 B" in cache("info")[1]

@@ -199,3 +199,78 @@ def test_stats_time_and_count_every_instruction_of_generated_code(after: int, ge
     assert generated, "--stats kept the interpreter loop"
     t = _stats_run(after)[2]
     assert set(t) == set(counts) and all(t[op] > 0 for op in ("rix", "%*%", "-"))
+
+
+LOOP = """
+X = matrix(seq(1, 12), rows=4, cols=3)
+acc = 0
+for (i in 1:6) {
+  A = X * i + 2 - X / 4
+  B = exp(-A) + tanh(X) * i
+  C = A %*% t(B)
+  acc = acc + sum(C) + sum(A[2:3, ]) + nrow(B)
+}
+print(acc)
+"""
+
+
+@pytest.fixture
+def code_cache(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """A plan cache and key of its own; ``compiles`` counts Python's compilations of plan code."""
+    from lafuse import cachedir
+
+    monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LAFUSE_CACHE_KEY", str(tmp_path / "key" / "cache.key"))
+    monkeypatch.setattr(straight, "_codes", {})
+    cachedir.forget()
+    compiles: list[str] = []
+
+    def counting(src, filename, mode):  # type: ignore[no-untyped-def]
+        compiles.append(filename)
+        return compile(src, filename, mode)
+
+    monkeypatch.setattr(straight, "compile", counting, raising=False)
+    yield tmp_path / "cache", compiles
+    cachedir.forget()
+
+
+def test_plan_code_is_compiled_once_and_then_loaded(code_cache):
+    d, compiles = code_cache
+    first, err = _run(LOOP, "loop.dml", 2)
+    assert err is None and compiles
+    files = sorted(d.glob("code_*.marshal"))
+    assert files, "no plan code kept"
+    compiles.clear()
+    straight._codes.clear()  # the next process: nothing in memory
+    again, err = _run(LOOP, "loop.dml", 2)
+    assert err is None and again == first == _run(LOOP, "loop.dml", -1)[0]
+    kept = [f for f in compiles if f.startswith("<lafuse plan of")]
+    assert not kept, f"compiled again: {kept}"
+
+
+def test_a_damaged_plan_code_file_is_compiled_again_not_loaded(code_cache):
+    d, compiles = code_cache
+    first, _ = _run(LOOP, "loop.dml", 2)
+    for f in d.glob("code_*.marshal"):
+        raw = bytearray(f.read_bytes())
+        raw[-5] ^= 0xFF  # a byte of the marshal data: the tag no longer verifies
+        f.write_bytes(bytes(raw))
+    straight._codes.clear()
+    compiles.clear()
+    again, err = _run(LOOP, "loop.dml", 2)
+    assert err is None and again == first
+    assert any(f.startswith("<lafuse plan of") for f in compiles)
+
+
+def test_plan_code_of_an_error_names_the_instruction_when_loaded(code_cache):
+    """Code loaded from the cache keeps its line table: an error maps to its instruction."""
+    d, compiles = code_cache
+    text = ("X = matrix(1, rows=3, cols=3)\nfor (i in 1:5) {\n  A = X * i + 1\n  B = exp(A) - X / i\n"
+            "  C = t(A) %*% B + i\n  Y = C[i, ] * 2\n  print(sum(Y) + sum(A) - sum(B))\n}\n")
+    first = _run(text, "e.dml", 1)
+    assert first[1] is not None and "e.dml:6" in first[1]
+    assert any(f.startswith("<lafuse plan of") for f in compiles) and list(d.glob("code_*.marshal"))
+    straight._codes.clear()
+    compiles.clear()
+    assert _run(text, "e.dml", 1) == first
+    assert not [f for f in compiles if f.startswith("<lafuse plan of")]
