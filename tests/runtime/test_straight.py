@@ -160,6 +160,43 @@ def test_a_non_conformable_product_in_generated_code_is_the_kernels_error():
     assert _run(text, "t.dml", 0) == expected
 
 
+ROW_SLICES = """
+X = matrix(seq(1, 24), rows=6, cols=4)
+X[2, 2] = 0 / 0
+S = rand(rows=6, cols=4, sparsity=0.3, seed=5)
+n = nrow(X)
+acc = 0
+for (i in 1:5) {
+  lo = i
+  hi = min(n, i + 2)
+  A = X[lo:hi, ]
+  B = X[lo:hi, 1:4]
+  C = X[lo:hi, 2:3]
+  D = S[lo:hi, ]
+  E = X[1:n, ]
+  F = X[lo:(hi - 0.5), ]
+  G = X[i, ]
+  acc = acc + sum(A) + sum(B * 2) + sum(C) + sum(D) + sum(E) + sum(F) + sum(G)
+  A[1, 1] = 7
+  print(toString(A) + toString(X[lo:hi, ]) + toString(F))
+}
+print(acc)
+"""
+
+
+@pytest.mark.parametrize("bad", ["X[0:2, ]", "X[i:(i + 3), ]", "X[(i + 1):i, ]", "X[i:3.5, ]", "X[i:nan, ]"])
+def test_row_slices_in_generated_code_are_the_kernels(generated: list[int], bad: str):
+    """``X[lo:hi, ]`` over whole rows is taken as a view in generated code; the whole matrix, column
+    ranges, CSR, fractional bounds and invalid ranges go to the kernel: the loop's output and errors."""
+    expected = _run(ROW_SLICES, "r.dml", -1)
+    assert expected[1] is None and "NaN" in expected[0], expected
+    assert _run(ROW_SLICES, "r.dml", 0) == expected
+    text = f"X = matrix(seq(1, 24), rows=6, cols=4)\nnan = 0 / 0\nfor (i in 1:5) {{\n  Y = {bad}\n  print(sum(Y))\n}}\n"
+    want = _run(text, "b.dml", -1)
+    assert want[1] is not None, want
+    assert _run(text, "b.dml", 0) == want
+
+
 STATS_LOOP = """
 X = matrix(seq(1, 12), rows=4, cols=3)
 w = matrix(1, rows=3, cols=1)

@@ -323,6 +323,11 @@ def k_rix(x: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None
     return fmt_owned(sp.csr_array(x[r0 - 1:r1, c0 - 1:c1], dtype=F64))
 
 
+# whole rows of a row-major float64 matrix come back as a view: generated plan code (runtime.straight)
+# takes that view itself under the same conditions
+k_rix.row_view = True  # type: ignore[attr-defined]
+
+
 def k_lix(x: Any, y: Any, rl: Any = None, ru: Any = None, cl: Any = None, cu: Any = None) -> Any:
     """Left indexing ``X[rl:ru, cl:cu] = Y``: a new matrix, X is left untouched."""
     if not is_mat(x):
