@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import tokenize
 from typing import Any
 
 import numpy as np
@@ -475,7 +476,8 @@ def _npy_header(path: str, f: Any) -> tuple[tuple[int, ...], bool, np.dtype, int
             shape, fortran, dtype = fmt.read_array_header_2_0(f)
         else:
             raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
-    except (ValueError, TypeError, SyntaxError, EOFError) as e:
+    except (ValueError, TypeError, SyntaxError, EOFError, RecursionError, tokenize.TokenError) as e:
+        # (NumPy parses the header's dict with the tokenizer: a flipped byte can end it mid-expression)
         raise DMLRuntimeError(f"cannot read '{path}' as npy: {e}") from None
     _check_dtype(path, dtype)
     return tuple(int(s) for s in shape), bool(fortran), dtype, f.tell()
