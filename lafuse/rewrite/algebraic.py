@@ -44,7 +44,7 @@ def _keeps_type(h: Hop, x: Hop) -> bool:
 
 # ------------------------------------------------------------------ neutral elements, involutions
 
-@rule("remove_mult_by_one")
+@rule("remove_mult_by_one", kinds=("binary",))
 def remove_mult_by_one(h: Hop, ctx: Ctx) -> Hop | None:
     """``X * 1``, ``1 * X`` and ``X / 1`` -> ``X`` when the result keeps X's type.
 
@@ -60,7 +60,7 @@ def remove_mult_by_one(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("remove_add_zero")
+@rule("remove_add_zero", kinds=("binary",))
 def remove_add_zero(h: Hop, ctx: Ctx) -> Hop | None:
     """``X + 0``, ``0 + X`` and ``X - 0`` -> ``X`` when the result keeps X's type (never for strings).
 
@@ -77,7 +77,7 @@ def remove_add_zero(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("remove_double_transpose")
+@rule("remove_double_transpose", kinds=("reorg",))
 def remove_double_transpose(h: Hop, ctx: Ctx) -> Hop | None:
     """``t(t(X))`` -> ``X``."""
     if _is(h, "reorg", "t", 1) and _is(h.inputs[0], "reorg", "t", 1):
@@ -87,7 +87,7 @@ def remove_double_transpose(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("remove_double_negation")
+@rule("remove_double_negation", kinds=("unary",))
 def remove_double_negation(h: Hop, ctx: Ctx) -> Hop | None:
     """``-(-X)`` -> ``X`` (matrix or numeric scalar); ``!(!b)`` -> ``b`` for a BOOLEAN scalar ``b``.
 
@@ -105,7 +105,7 @@ def remove_double_negation(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("remove_unnecessary_cast")
+@rule("remove_unnecessary_cast", kinds=("unary",))
 def remove_unnecessary_cast(h: Hop, ctx: Ctx) -> Hop | None:
     """Casts to the type a value already has: ``as.double(d)`` -> ``d`` (d DOUBLE), ``as.integer(i)`` -> ``i``,
     ``as.logical(b)`` -> ``b``, ``as.matrix(X)`` -> ``X`` for a matrix X, ``as.scalar(s)`` -> ``s`` for a scalar."""
@@ -136,7 +136,7 @@ def _covers(lo: Hop, hi: Hop, n: int, is_all: bool, single: bool, ctx: Ctx) -> b
     return lv == 1 and hv == n
 
 
-@rule("remove_unnecessary_rix", phase="dynamic")
+@rule("remove_unnecessary_rix", phase="dynamic", kinds=("rix",))
 def remove_unnecessary_rix(h: Hop, ctx: Ctx) -> Hop | None:
     """Right indexing that selects the whole matrix: ``X[1:nrow(X), 1:ncol(X)]`` -> ``X`` (dims known).
 
@@ -160,7 +160,7 @@ def remove_unnecessary_rix(h: Hop, ctx: Ctx) -> Hop | None:
 _TRANSPOSE_INVARIANT_AGG = ("sum", "mean", "min", "max", "prod", "trace")
 
 
-@rule("remove_transpose_under_agg")
+@rule("remove_transpose_under_agg", kinds=("agg_unary",))
 def remove_transpose_under_agg(h: Hop, ctx: Ctx) -> Hop | None:
     """Full aggregates do not care about a transpose: ``sum(t(X))`` -> ``sum(X)`` (also mean, min, max,
     prod, trace)."""
@@ -172,7 +172,7 @@ def remove_transpose_under_agg(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk(h.op, h.kind, [t.inputs[0]], h.dt, h.vt, h, h.params)
 
 
-@rule("remove_unnecessary_rowcol_agg", phase="dynamic")
+@rule("remove_unnecessary_rowcol_agg", phase="dynamic", kinds=("agg_unary",))
 def remove_unnecessary_rowcol_agg(h: Hop, ctx: Ctx) -> Hop | None:
     """Row aggregates of a column vector and column aggregates of a row vector are the identity:
     ``rowSums(v)`` -> ``v`` and ``rowMeans(v)`` -> ``v`` for an n x 1 ``v``; ``colSums(r)`` -> ``r`` for a 1 x m ``r``."""
@@ -188,7 +188,7 @@ def remove_unnecessary_rowcol_agg(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("pow2_to_mult")
+@rule("pow2_to_mult", kinds=("binary",))
 def pow2_to_mult(h: Hop, ctx: Ctx) -> Hop | None:
     """``X ^ 2`` -> ``X * X`` for a matrix X (a cheap element-wise multiply instead of a power)."""
     if h.kind != "binary" or h.op != "^" or len(h.inputs) != 2:
@@ -199,7 +199,7 @@ def pow2_to_mult(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("pushdown_sum_scalar_mult")
+@rule("pushdown_sum_scalar_mult", kinds=("agg_unary",))
 def pushdown_sum_scalar_mult(h: Hop, ctx: Ctx) -> Hop | None:
     """``sum(λ * X)`` -> ``λ * sum(X)`` (and ``sum(X * λ)`` -> ``sum(X) * λ``) for a finite literal λ.
 
@@ -222,7 +222,7 @@ def pushdown_sum_scalar_mult(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("pushdown_sum_binary_plus", phase="dynamic")
+@rule("pushdown_sum_binary_plus", phase="dynamic", kinds=("agg_unary",))
 def pushdown_sum_binary_plus(h: Hop, ctx: Ctx) -> Hop | None:
     """``sum(X + Y)`` -> ``sum(X) + sum(Y)`` and ``sum(X - Y)`` -> ``sum(X) - sum(Y)`` when X and Y have
     the same known dims (never with broadcasting, where a row or column would count several times)."""
@@ -239,7 +239,7 @@ def pushdown_sum_binary_plus(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk(m.op, "binary", [sx, sy], SCALAR, DOUBLE, h)
 
 
-@rule("simplify_trace_matmult", phase="dynamic")
+@rule("simplify_trace_matmult", phase="dynamic", kinds=("agg_unary",))
 def simplify_trace_matmult(h: Hop, ctx: Ctx) -> Hop | None:
     """``trace(X %*% Y)`` -> ``sum(X * t(Y))``: the diagonal of a product without the product
     (X: n x m, Y: m x n, dims known; ``X %*% Y`` has no other use). Same products, same NaN/Inf."""
@@ -258,7 +258,7 @@ def simplify_trace_matmult(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk("sum", "agg_unary", [prod], SCALAR, DOUBLE, h, {"slots": ("target",)})
 
 
-@rule("transpose_matmult_vector", phase="dynamic")
+@rule("transpose_matmult_vector", phase="dynamic", kinds=("matmult",))
 def transpose_matmult_vector(h: Hop, ctx: Ctx) -> Hop | None:
     """``t(X) %*% y`` -> ``t(t(y) %*% X)`` for a column vector y: transposes two vectors instead of X.
 
@@ -284,7 +284,7 @@ def transpose_matmult_vector(h: Hop, ctx: Ctx) -> Hop | None:
 _DATAGEN_FOLD_OPS = ("*", "+", "-", "/")
 
 
-@rule("fold_scalar_into_datagen")
+@rule("fold_scalar_into_datagen", kinds=("binary",))
 def fold_scalar_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
     """A constant matrix combined with a scalar is a constant matrix: ``matrix(1, n, m) * λ`` ->
     ``matrix(1 * λ, n, m)`` (and ``+``, ``-``, ``/``, either side); each cell is the same ``c op λ``.
@@ -327,7 +327,7 @@ _ROWCOL_SWAP = {"colSums": "rowSums", "rowSums": "colSums", "colMeans": "rowMean
                 "colMaxs": "rowMaxs", "rowMaxs": "colMaxs", "colMins": "rowMins", "rowMins": "colMins"}
 
 
-@rule("pushdown_transpose_rowcol_agg")
+@rule("pushdown_transpose_rowcol_agg", kinds=("agg_unary",))
 def pushdown_transpose_rowcol_agg(h: Hop, ctx: Ctx) -> Hop | None:
     """Aggregate first, transpose the vector: ``colSums(t(X))`` -> ``t(rowSums(X))`` and
     ``rowSums(t(X))`` -> ``t(colSums(X))`` (also means, maxs, mins). Needs ``t(X)`` to have no other use."""
@@ -344,7 +344,7 @@ def _square(x: Hop) -> bool:
     return x.dt == MATRIX and x.dims_known and x.rows == x.cols
 
 
-@rule("simplify_sum_diag", phase="dynamic")
+@rule("simplify_sum_diag", phase="dynamic", kinds=("agg_unary",))
 def simplify_sum_diag(h: Hop, ctx: Ctx) -> Hop | None:
     """``sum(diag(X))`` -> ``trace(X)`` for a square X (known dims; for a column vector ``diag`` builds a
     matrix and the rule does not apply). Needs ``diag(X)`` to have no other use."""
@@ -359,7 +359,7 @@ def simplify_sum_diag(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk("trace", "agg_unary", [x], SCALAR, DOUBLE, h, {"slots": ("target",)})
 
 
-@rule("simplify_diag_matmult", phase="dynamic")
+@rule("simplify_diag_matmult", phase="dynamic", kinds=("reorg",))
 def simplify_diag_matmult(h: Hop, ctx: Ctx) -> Hop | None:
     """``diag(X %*% Y)`` -> ``rowSums(X * t(Y))``: the diagonal of a square product without the product
     (X: n x m, Y: m x n known, n > 1; the product has no other use). Same products per cell."""
@@ -375,7 +375,7 @@ def simplify_diag_matmult(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk("rowSums", "agg_unary", [prod], MATRIX, DOUBLE, h, {"slots": ("target",)})
 
 
-@rule("fold_transpose_into_datagen")
+@rule("fold_transpose_into_datagen", kinds=("reorg",))
 def fold_transpose_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
     """The transpose of a constant matrix is a constant matrix: ``t(matrix(c, r, k))`` -> ``matrix(c, k, r)``.
     Needs the ``matrix(...)`` to have no other use."""
@@ -395,7 +395,7 @@ def fold_transpose_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk("matrix", "datagen", ins, MATRIX, DOUBLE, g, g.params)
 
 
-@rule("collapse_nested_sum")
+@rule("collapse_nested_sum", kinds=("agg_unary",))
 def collapse_nested_sum(h: Hop, ctx: Ctx) -> Hop | None:
     """A full sum of row or column sums is the full sum: ``sum(rowSums(X))`` -> ``sum(X)`` and
     ``sum(colSums(X))`` -> ``sum(X)``. Needs the inner aggregate to have no other use."""

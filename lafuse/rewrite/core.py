@@ -39,6 +39,8 @@ class Rule:
     fn: Callable[..., Any]
     scope: str  # "hop" | "dag" | "block"
     phase: str  # "static" | "dynamic"
+    # a local rule's HOP kinds: it returns None for any other (the driver does not call it there)
+    kinds: frozenset[str] | None = None
 
     @property
     def doc(self) -> str:
@@ -46,9 +48,10 @@ class Rule:
         return d.splitlines()[0] if d else ""
 
 
-def rule(name: str, scope: str = "hop", phase: str = "static") -> Callable[[Callable[..., Any]], Rule]:
+def rule(name: str, scope: str = "hop", phase: str = "static",
+         kinds: tuple[str, ...] | None = None) -> Callable[[Callable[..., Any]], Rule]:
     def deco(fn: Callable[..., Any]) -> Rule:
-        return Rule(name, fn, scope, phase)
+        return Rule(name, fn, scope, phase, None if kinds is None else frozenset(kinds))
 
     return deco
 

@@ -74,13 +74,23 @@ def _reinfer(rewired: list[Hop], ctx: Ctx) -> None:
             stack.extend(ctx.parents(p))
 
 
+def by_kind(rules: list[Rule]) -> tuple[dict[str, list[Rule]], list[Rule]]:
+    """The rules that can match a HOP of each kind, in order, and those for any other kind (the rules
+    without declared kinds). Why: a recompilation tries ~20 local rules on every HOP of a block
+    (5,000 calls for a mini-batch MLP's 270 HOPs), and most rules look at one kind only."""
+    kinds = {k for r in rules if r.kinds is not None for k in r.kinds}
+    table = {k: [r for r in rules if r.kinds is None or k in r.kinds] for k in kinds}
+    return table, [r for r in rules if r.kinds is None]
+
+
 def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> bool:
     changed = False
+    table, other = by_kind(rules)
     for h in walk(dag.roots):
         if not ctx.reachable(h):
             continue  # replaced earlier in this pass
         ctx.infer(h)
-        for r in rules:
+        for r in table.get(h.kind, other):
             new = r.fn(h, ctx)
             if new is not None and new is not h:
                 replace(dag, h, new, ctx)

@@ -94,7 +94,7 @@ def _cast(v: Any, vt: str) -> Any:
     return v
 
 
-@rule("fold_constants")
+@rule("fold_constants", kinds=("binary", "unary", "nary"))
 def fold_constants(h: Hop, ctx: Ctx) -> Hop | None:
     """Scalar operations on literals become literals, computed by the runtime's own kernels.
 
@@ -109,7 +109,7 @@ def fold_constants(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.lit(v, h)
 
 
-@rule("fold_sizes", phase="dynamic")
+@rule("fold_sizes", phase="dynamic", kinds=("unary",))
 def fold_sizes(h: Hop, ctx: Ctx) -> Hop | None:
     """``nrow``/``ncol``/``length`` of a matrix with known dims become INT literals.
 
