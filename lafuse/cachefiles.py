@@ -21,7 +21,7 @@ from pathlib import Path
 from lafuse import cachedir
 from lafuse.cachedir import PYCACHE
 
-RUN_FEEDBACK = ("observed.json", "prestart.json")  # run feedback beside the kernels (lafuse.feedback)
+RUN_FEEDBACK = ("observed.json", "prestart.json", "decisions.json")  # run feedback beside the kernels (lafuse.feedback)
 MARKERS = ".deferred_*.json"  # one per running background job (lafuse.codegen.deferred)
 STALE_AFTER = 600.0  # s, a background job older than this is taken for dead
 

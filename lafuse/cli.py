@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="info: where it is, whether runs use it, what it holds; clear: remove its kernels; "
                         "warm: compile the primitives generated kernels share (make install does it)")
     k.add_argument("--all", action="store_true",
-                   help="clear: also the run feedback (observed.json, prestart.json) and the hardware profile")
+                   help="clear: also the run feedback (observed.json, prestart.json, decisions.json) and the hardware profile")
     k.add_argument("--config", help="JSON config file (for cache_max_bytes)")
     return p
 

@@ -28,7 +28,7 @@ from lafuse import cachedir, cachefiles, cli, codegen, fusion
 from lafuse import config as cfgmod
 from lafuse.codegen import deferred
 from lafuse.cost import profile
-from lafuse.feedback import observed, prestart
+from lafuse.feedback import decisions, observed, prestart
 
 from .conftest import PROFILE
 
@@ -357,9 +357,11 @@ def test_cache_info_and_clear(shared, tmp_path, monkeypatch):
     assert prof.exists() and (d / observed.FILE).exists()  # kept without --all
     assert (d / f".deferred_{os.getpid()}.json").exists()  # the running job's marker too
     assert "kernels: 0, 0 B" in cache("info")[1]
+    (d / decisions.FILE).write_text("{}")  # an earlier run's cost-based decisions
     rc, out, _ = cache("clear", "--all")
-    assert rc == 0 and out == f"removed 0 kernels from {d} and {observed.FILE}, {prof.name}\n"
-    assert not prof.exists() and not (d / observed.FILE).exists()
+    removed = ", ".join(sorted([observed.FILE, decisions.FILE, prof.name]))
+    assert rc == 0 and out == f"removed 0 kernels from {d} and {removed}\n"
+    assert not prof.exists() and not (d / observed.FILE).exists() and not (d / decisions.FILE).exists()
     if os.geteuid() == 0:  # another user's directory is not cleared
         os.chown(d, 65534, 65534)
         rc, out, err = cache("clear")
