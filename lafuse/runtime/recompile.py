@@ -68,7 +68,7 @@ def range_spans(dag: Dag) -> list[tuple[Hop, Hop]]:
 def _extent(lo: Hop, hi: Hop, st: dict[str, Any]) -> int | None:
     """The range's length as indexing will compute it, or None when a bound is not a simple expression
     of known scalars (or the range is empty: an error when it runs)."""
-    n = sizes.span_len(sizes.scalar_value(lo, st), sizes.scalar_value(hi, st))
+    n = sizes.range_len(lo, hi, None, st)
     return n if n > 0 else None
 
 

@@ -104,8 +104,7 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
 
     if f.nin == 1:
         def run1(x: Any) -> Any:
-            if type(x) is _ND and x.size >= MIN_CELLS and x.dtype == _F64 and x.base is None \
-                    and x.flags.writeable and _refs(x) <= refs:
+            if _dying(x, refs):
                 with errstate():
                     f(x, out=x)
                 forget(x)
@@ -114,8 +113,7 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
         run: Callable[..., Any] = run1
     elif k == 0:
         def run0(a: Any, b: Any) -> Any:
-            if type(a) is _ND and a.size >= MIN_CELLS and _fits(b, a.shape) and a.dtype == _F64 \
-                    and a.base is None and a.flags.writeable and _refs(a) <= refs:
+            if _fits(b, a) and _dying(a, refs):
                 with errstate():
                     f(a, b if type(b) is _ND else float(b), out=a)
                 forget(a)
@@ -124,8 +122,7 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
         run = run0
     else:
         def run_1(a: Any, b: Any) -> Any:
-            if type(b) is _ND and b.size >= MIN_CELLS and _fits(a, b.shape) and b.dtype == _F64 \
-                    and b.base is None and b.flags.writeable and _refs(b) <= refs:
+            if _fits(a, b) and _dying(b, refs):
                 with errstate():
                     f(a if type(a) is _ND else float(a), b, out=b)
                 forget(b)
@@ -137,16 +134,24 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
     return run
 
 
-def _fits(other: Any, shape: tuple[int, int]) -> bool:
-    """Whether the kernel's fast path computes ``f(x, other)`` as one ufunc call with x's shape: a
-    float or int (not bool), a same-shape float64 array, or a row or column vector broadcast over a
-    matrix that is not narrow (the kernel runs a narrow one a column at a time)."""
+def _dying(x: Any, refs: int) -> bool:
+    """Whether ``x`` is a float64 array of at least MIN_CELLS that owns its writable buffer and that
+    only the kernel's caller holds: ``refs`` references as the kernel counts them, one more here
+    (this function's parameter)."""
+    return type(x) is _ND and x.size >= MIN_CELLS and x.dtype == _F64 and x.base is None \
+        and x.flags.writeable and _refs(x) <= refs + 1
+
+
+def _fits(other: Any, x: Any) -> bool:
+    """Whether the kernel's fast path computes ``f(x, other)`` as one ufunc call with x's shape (x a
+    matrix): a float or int (not bool), a same-shape float64 array, or a row or column vector
+    broadcast over a matrix that is not narrow (the kernel runs a narrow one a column at a time)."""
     t = type(other)
     if t is float or t is int:
         return True
-    if t is not _ND or other.dtype != _F64:
+    if t is not _ND or other.dtype != _F64 or type(x) is not _ND:
         return False
-    s = other.shape
+    s, shape = other.shape, x.shape
     if s == shape:
         return True
     vector = (s[0] == 1 and s[1] == shape[1]) or (s[1] == 1 and s[0] == shape[0])

@@ -128,9 +128,9 @@ def compiled(src: str, filename: str) -> types.CodeType:
         return code
     cacheable = src.count("\n") >= MIN_CACHED_LINES and os.environ.get("LAFUSE_CODE_CACHE", "1") != "0"
     name = f"code_{key}.marshal"
-    if cacheable:
-        from lafuse import cachedir
+    from lafuse import cachedir
 
+    if cacheable:
         payload = cachedir.load_file(name)
         if payload is not None:
             try:
@@ -145,8 +145,6 @@ def compiled(src: str, filename: str) -> types.CodeType:
         _codes.pop(next(iter(_codes)))
     _codes[key] = code
     if cacheable:
-        from lafuse import cachedir
-
         cachedir.store_file(name, marshal.dumps(code), *cachedir.PLAN_CODE)
     return code
 
