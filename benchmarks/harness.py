@@ -264,6 +264,8 @@ _CODEGEN_STATS = {
     "plans_evaluated": r"(\d+) evaluated", "pruned_cost": r"(\d+) skipped by cost",
     "pruned_structural": r"(\d+) skipped by structure", "kernels_compiled": r"kernels: compiled (\d+)",
     "compile_s": r"kernels: compiled \d+ \(([\d.]+) sec", "disk_hits": r"disk cache hits (\d+)",
+    # the first kernel line is the slowest one (lafuse.stats sorts them by time)
+    "kernel_max_s": r"kernel [0-9a-f]+: cold compile ([\d.]+) sec",
     "load_s": r"disk cache hits \d+ \(([\d.]+) sec", "mem_hits": r"memory cache hits (\d+)",
     "numba_import_s": r"importing Numba ([\d.]+) sec", "deferred": r"\((\d+) kernels that would pay from the disk",
 }

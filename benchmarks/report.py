@@ -45,7 +45,8 @@ COMPILE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("memo_entries", "memo entries"), ("partitions", "partitions"), ("points", "points"),
     ("plans_total", "plans total"), ("plans_evaluated", "plans evaluated"), ("pruned_cost", "pruned cost"),
     ("pruned_structural", "pruned structure"), ("optimizer_s", "optimizer s"),
-    ("kernels_compiled", "kernels compiled"), ("compile_s", "compile s"), ("disk_hits", "disk hits"),
+    ("kernels_compiled", "kernels compiled"), ("compile_s", "compile s"),
+    ("kernel_max_s", "slowest kernel s"), ("disk_hits", "disk hits"),
     ("mem_hits", "mem hits"), ("load_s", "load s"), ("numba_import_s", "Numba import s"),
     ("deferred", "deferred"), ("wall_s", "wall s"),
 )
@@ -409,7 +410,7 @@ def compile_section(doc: Doc, report: dict[str, Any], rows: list[dict[str, Any]]
              for r in rows]
     doc.lines += ["", "## Compile overhead", "",
                   "Cold: lafuse fuse-all's first run of the benchmark, with an empty plan and kernel cache "
-                  "(it compiles every kernel it fuses). Warm: the next runs of fuse-all and of the "
+                  "(it compiles every kernel it fuses; slowest kernel: the longest cold compile of one of them). Warm: the next runs of fuse-all and of the "
                   "cost-based policy (untimed, with `--stats`), which load those kernels from the disk cache (or, for the cost-based "
                   "one, leave operators unfused where a kernel would not pay). The partitions, interesting "
                   "points and plans columns count the plan enumeration (paper 000 Figure 12). Times in s."]

@@ -355,7 +355,7 @@ def _flat_nest(c: Canon, ms: int, agg: str, roots: list[tuple[CNode, str]]) -> l
                 fold = f"s_{op}({fold}, {q})"
             post.append(f"s{r} = s_{op}(s{r}, {fold})")
     return ["ta = r0 * m", "te = r1 * m", "while ta < te:"] + indent(
-        [f"tb = min(te, ta + {FLUSH_CELLS})", f"tu = tb - (tb - ta) % {U}", *qinit,
+        [f"tb = imin(te, ta + {FLUSH_CELLS})", f"tu = tb - (tb - ta) % {U}", *qinit,
          f"for t0 in range(ta, tu, {U}):", *indent(inner, 1), "for t in range(tu, tb):", *indent(tail, 1),
          *post, "ta = tb"], 1)
 
@@ -398,7 +398,7 @@ def _nest(c: Canon, ms: int, kind: str, agg: str, roots: list[tuple[CNode, str]]
         eq = " and ".join(f"j == j{s}" for s in cs_)
         hi = "j"
         for s in cs_:
-            hi = f"max({hi}, j{s})"
+            hi = f"imax({hi}, j{s})"
         step = ["hi = " + hi, "if j < hi:", "    k += 1"]
         for s in cs_:
             step += [f"if j{s} < hi:", f"    c{s} += 1"]
@@ -460,7 +460,7 @@ def generate_cell(plan: CPlan, key: str) -> str:
     kinds = [(0, "dense"), (1, "flag")] + ([(2, "nnz")] if plan.sparse_safe else [])
     if isect_ok(c):
         kinds.append((3, "isect"))
-    block: list[str] = ["r0 = b * rpb", "r1 = min(n, r0 + rpb)"]
+    block: list[str] = ["r0 = b * rpb", "r1 = imin(n, r0 + rpb)"]
     if agg == FULL_AGG:
         for r, (_, op) in enumerate(roots):
             block += [f"s{r} = {_init(op)}", f"k{r} = 0.0"]

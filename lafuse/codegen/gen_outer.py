@@ -92,7 +92,7 @@ def generate_outer(plan: CPlan, key: str) -> str:
     sparse_loop = ([f"for k in range(p{ms}[r], p{ms}[r + 1]):"]
                    + indent([f"cc = i{ms}[k]", f"x = d{ms}[k]", *ij, *body, *cons]
                             + ([f"outd[k] = {w}"] if agg == NO_AGG else []), 1))
-    block = ["r0 = b * rpb", "r1 = min(nrows, r0 + rpb)"]
+    block = ["r0 = b * rpb", "r1 = imin(nrows, r0 + rpb)"]
     if agg == FULL_AGG:
         block += ["s0 = 0.0", "k0 = 0.0"]
     if agg == FULL_AGG:

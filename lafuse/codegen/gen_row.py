@@ -272,7 +272,7 @@ def generate_row(plan: CPlan, key: str) -> str:
     ms = main_slot(c)
     e = Emitter(info, ms)
     top: list[str] = ["spm = mode == 1 or mode == 2"]
-    alloc = ["xb = np.empty(max(m, 1))"]
+    alloc = ["xb = empty1(imax(m, 1))"]
     for n in c.order:
         k = e.idx(n)
         if n.op == "literal":
@@ -283,13 +283,13 @@ def generate_row(plan: CPlan, key: str) -> str:
             top.append(f"{e.v(n)} = a{e.slot(n)}")
             top.append(f"cf{k} = all_finite_n(a{e.slot(n)}, a{e.slot(n)}.shape[0])")
         elif n.op == "input" and n.access == CELL:
-            alloc.append(f"cb{e.slot(n)} = np.empty(max(cw{e.slot(n)}, 1))")
+            alloc.append(f"cb{e.slot(n)} = empty1(imax(cw{e.slot(n)}, 1))")
         top += [f"L{k} = lens[{k}]", f"z{k} = 1 if L{k} > 1 else 0"]
         if info.kind[id(n)] == "V":
             if n.op != "input":
-                alloc.append(f"t{k} = np.empty(max(L{k}, 1))")
+                alloc.append(f"t{k} = empty1(imax(L{k}, 1))")
         else:
-            alloc.append(f"w{k} = np.empty(1)")
+            alloc.append(f"w{k} = empty1(1)")
     for s, acc in c.access.items():
         if acc == CELL:
             top.append(f"cw{s} = lens[{len(c.order) + s}]")
@@ -321,7 +321,7 @@ def generate_row(plan: CPlan, key: str) -> str:
         sparse_body += checks + ["if bad:", "    use_dense = True", "else:"] + indent(accum, 1)
         row += ["if mode == 2:"] + indent(sparse_body, 1)
     row += ["if use_dense:"] + indent(dense_body, 1)
-    block = ["r0 = b * rpb", "r1 = min(n, r0 + rpb)", *alloc]
+    block = ["r0 = b * rpb", "r1 = imin(n, r0 + rpb)", *alloc]
     if plan.agg in (COL_AGG, COL_AGG_T, COL_AGG_B1_T):
         block.append("acc = parts[b]")
     if plan.agg == FULL_AGG:
@@ -330,8 +330,10 @@ def generate_row(plan: CPlan, key: str) -> str:
 
     inner = ["for i in range(r0, r1):"] + indent(row, 1)
     blk = block_body(info, plan, ms)
-    if blk is not None:  # (runner_row.dense_mode picks modes 3 and 4)
-        inner = ["if mode == 3:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
+    if blk is not None:  # (runner_row.dense_mode picks the block modes and mode 4)
+        from lafuse.codegen.gen_row_block import BLOCK_MODES
+        cond = " or ".join(f"mode == {k}" for k in BLOCK_MODES)
+        inner = [f"if {cond}:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
     chain = mmchain(c, plan)
     if chain is not None:
         block += ["if mode == 4:", f"    rows_dot_axpy(a{ms}, r0, r1, a{chain[1]}, acc)", "else:"]

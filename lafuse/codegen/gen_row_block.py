@@ -55,6 +55,19 @@ from lafuse.fusion.cplan import (
 
 _ZQ = re.compile(r"q \* z(\d+)")
 
+# The block body's modes (runner_row.dense_mode): every product with a few columns (prims.small_mm)
+# by BLAS, every one by the loops, or each decided in the kernel. Why pinned: a kernel that keeps both
+# code paths of each product compiles both (the row kernel of ``t(X) %*% (X %*% V)``, V of two
+# columns: 1.0 s cold, 0.7 s with the loops alone), while the choice depends only on the product's
+# column count and the main's, which the runner knows before the launch.
+BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED = 3, 5, 6
+BLOCK_MODES = (BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED)
+
+
+def small_branch(cols: str) -> str:
+    """The condition of a product's loop path: pinned by the mode, tested in the mixed one."""
+    return f"if mode == {BLOCK_LOOPS} or mode == {BLOCK_MIXED} and small_mm({cols}, m):"
+
 
 def zq_versions(lines: list[str]) -> list[str]:
     """A loop nest over (r, q) twice: where every operand it broadcasts by ``q * z{k}`` has its full
@@ -79,6 +92,8 @@ class _Block:
         e = Emitter(info, ms)  # node numbers and input slots as the per-row body names them
         self.k, self.slot = e.idx, e.slot
         self.rv: dict[int, bool] = {}  # varies by row
+        # the column counts of the products small_mm decides: ("cols", matrix slot) or ("len", node)
+        self.small: list[tuple[str, int]] = []
         for n in self.c.order:
             if n.op == "input":
                 self.rv[id(n)] = n.access in (MAIN, CELL, ROWVEC)
@@ -172,7 +187,8 @@ class _Block:
                 blas = None if a is None else f"B{k} = mm({a}, {m})"
             if blas is None or not self.main(ch[0]):
                 return None if blas is None else [blas]
-            return [f"if small_mm({m}.shape[1], m):", f"    B{k} = np.empty({shape})",
+            self.small.append(("cols", self.slot(ch[1])))
+            return [small_branch(f"{m}.shape[1]"), f"    B{k} = empty2{shape}",
                     f"    rows_matmul_small(a{self.slot(ch[0])}, r0, r1, {m}, B{k}, {self.tr})",
                     "else:", f"    {blas}"]
         if n.op in _ROW_AGG_FOLD and self.tr:
@@ -193,12 +209,12 @@ class _Block:
                 call = f"{f}({x}, L{self.k(ch[0])})"
             if not rv:
                 return ["r = 0", f"B{k} = {call}"]
-            return [f"B{k} = np.empty((R, 1))", "for r in range(R):", f"    B{k}[r, 0] = {call}"]
+            return [f"B{k} = empty2(R, 1)", "for r in range(R):", f"    B{k}[r, 0] = {call}"]
         expr = self.expr(n)
         if not (rv or vec):
             return ["r = 0", "q = 0", f"B{k} = {expr}"]
         at = "q, r" if self.tr else "r, q"
-        return [f"B{k} = np.empty({shape})", *self.loops(n, f"B{k}[{at}] = {expr}")]
+        return [f"B{k} = empty2{shape}", *self.loops(n, f"B{k}[{at}] = {expr}")]
 
     def expr(self, n: CNode) -> str:
         """Element (r, q) of an element-wise node, computed from its children's elements."""
@@ -220,7 +236,7 @@ class _Block:
         out = []
         for s, acc in sorted(self.c.access.items()):
             if acc == CELL:
-                out += [f"if f{s}:", f"    C{s} = np.zeros((R, cw{s}))", "    for r in range(R):",
+                out += [f"if f{s}:", f"    C{s} = zeros2(R, cw{s})", "    for r in range(R):",
                         f"        for j_ in range(p{s}[r0 + r], p{s}[r0 + r + 1]):",
                         f"            C{s}[r, i{s}[j_]] = d{s}[j_]", "else:", f"    C{s} = a{s}[r0:r1]"]
         return out
@@ -236,7 +252,7 @@ class _Block:
             return ["r = 0", f"t_ = {init}", f"for q in range({length}):",
                     f"    t_ = {step.format(a='t_', e=e)}", f"B{k} = t_"]
         acc = f"B{k}[0, r]"
-        return [f"B{k} = np.full((1, R), {init})", f"for q in range({length}):", "    for r in range(R):",
+        return [f"B{k} = full2(1, R, {init})", f"for q in range({length}):", "    for r in range(R):",
                 f"        {acc} = {step.format(a=acc, e=e)}"]
 
     def inlined(self, plan: CPlan) -> bool:
@@ -274,7 +290,8 @@ class _Block:
         q = plan.root2
         if not (self.main(r) and q.op not in ("input", "literal")):
             return [f"acc += mm({a}, {b})"]
-        return [f"if small_mm(L{self.k(q)}, m):",
+        self.small.append(("len", self.k(q)))
+        return [small_branch(f"L{self.k(q)}"),
                 f"    rows_t_matmul_small(a{self.slot(r)}, r0, r1, B{self.k(q)}, {self.tr}, acc)",
                 "else:", f"    acc += mm({a}, {b})"]
 
@@ -293,11 +310,22 @@ class BlockCond:
     narrow: tuple[int, ...]  # node lengths (indices into lens) that must be at most NARROW_ROW_COLS
     dense_cells: tuple[int, ...]  # CELL slots that must be dense (the row-major form reads them in place)
     nonempty: tuple[int, ...]  # MATRIX slots: BLAS is not called on empty operands
+    small: tuple[tuple[str, int], ...] = ()  # the products' column counts (_Block.small)
 
     def holds(self, m: int, lens: Any, sparse_cells: dict[int, bool], shapes: dict[int, tuple[int, ...]]) -> bool:
         return m > 0 and all(int(lens[k]) <= NARROW_ROW_COLS for k in self.narrow) \
             and not any(sparse_cells[s] for s in self.dense_cells) \
             and all(shapes[s][0] > 0 and shapes[s][1] > 0 for s in self.nonempty)
+
+    def mode(self, m: int, lens: Any, shapes: dict[int, tuple[int, ...]]) -> int:
+        """The block mode: which of its products (prims.small_mm) run the loops."""
+        from lafuse.codegen.prims import SMALL_MM_COLS, SMALL_MM_MIN_K  # (the runner has loaded Numba)
+
+        small = {cols == SMALL_MM_COLS and m >= SMALL_MM_MIN_K
+                 for cols in (int(shapes[i][1]) if what == "cols" else int(lens[i]) for what, i in self.small)}
+        if small == {True}:
+            return BLOCK_LOOPS
+        return BLOCK_MIXED if len(small) > 1 else BLOCK_BLAS
 
 
 def block_body(info: RowInfo, plan: CPlan, ms: int) -> tuple[list[str], BlockCond] | None:
@@ -320,5 +348,5 @@ def block_body(info: RowInfo, plan: CPlan, ms: int) -> tuple[list[str], BlockCon
     access = sorted(info.c.access.items())
     cond = BlockCond(tuple(bk.k(n) for n in info.c.order if n.op == "input" and n.arg in read),
                      tuple(s for s, acc in access if acc == CELL and not tr),
-                     tuple(s for s, acc in access if acc == MATRIX))
+                     tuple(s for s, acc in access if acc == MATRIX), tuple(bk.small))
     return lines + tail, cond

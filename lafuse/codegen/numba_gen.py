@@ -46,6 +46,7 @@ def specialize(source: str, mode: int) -> str:
 
 # the modes each template's runner passes (runner.run_cell, runner_row.run_row, runner_outer.run_outer):
 # 0 dense; cell 1 CSR inputs read by flag, 2 a CSR main's non-zeros, 3 their intersection; row 1 a CSR
-# main densified per row, 2 its non-zeros, 3 a dense main's block body, 4 its mmchain loop (mode 0: its
-# per-row body); outer 1 a CSR main
-MODES = {"cell": (0, 1, 2, 3), "magg": (0, 1, 2, 3), "row": (0, 1, 2, 3, 4), "outer": (0, 1)}
+# main densified per row, 2 its non-zeros, 3/5/6 a dense main's block body (its small products by BLAS,
+# by loops, decided per product: gen_row_block.BLOCK_MODES), 4 its mmchain loop (mode 0: its per-row
+# body); outer 1 a CSR main
+MODES = {"cell": (0, 1, 2, 3), "magg": (0, 1, 2, 3), "row": (0, 1, 2, 3, 4, 5, 6), "outer": (0, 1)}

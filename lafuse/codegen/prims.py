@@ -89,6 +89,45 @@ def b2d(c: bool) -> float:
     return 1.0 if c else 0.0
 
 
+# ------------------------------------------------------------------------ block set-up
+
+# Why primitives for integer min/max and array allocation: Numba implements the builtins ``min``/
+# ``max`` and ``np.empty``/``np.zeros``/``np.full`` as overloads that it compiles afresh in every
+# process (not cached), the first kernel of a process paying for them: ~0.2 s of the row kernel of
+# ``t(X) %*% (X %*% V)``'s 1.0 s cold compile (measured with every primitive in Numba's cache). As
+# primitives they are compiled once, at installation (``lafuse cache warm``), and loaded after.
+
+
+@_jit
+def imin(a: int, b: int) -> int:
+    return a if a < b else b
+
+
+@_jit
+def imax(a: int, b: int) -> int:
+    return a if a > b else b
+
+
+@_jit
+def empty1(n: int) -> np.ndarray:
+    return np.empty(n)
+
+
+@_jit
+def empty2(r: int, c: int) -> np.ndarray:
+    return np.empty((r, c))
+
+
+@_jit
+def zeros2(r: int, c: int) -> np.ndarray:
+    return np.zeros((r, c))
+
+
+@_jit
+def full2(r: int, c: int, v: float) -> np.ndarray:
+    return np.full((r, c), v)
+
+
 # ------------------------------------------------------------------------ compensated sums
 
 
@@ -264,6 +303,9 @@ def rows_dot_axpy(X: np.ndarray, r0: int, r1: int, B: np.ndarray, acc: np.ndarra
             acc[k] += X[i, k] * q
 
 
+SMALL_MM_COLS, SMALL_MM_MIN_K = 2, 16  # (small_mm; runner_row.dense_mode decides with them too)
+
+
 @_jit
 def small_mm(L: int, K: int) -> bool:
     """Whether a block body multiplies its K-column main by a K x L matrix (and back) with the loops
@@ -271,7 +313,7 @@ def small_mm(L: int, K: int) -> bool:
     BLAS / loops): K=10: L=1 4.7/6.9, L=2 9.7/10.6, L=4 9.7/17.7; K=30: L=1 11.7/15.3, L=2 29.3/19.7,
     L=4 30.0/34.0; K=100: L=1 44.5/46.9, L=2 116.9/60.9, L=4 110.7/93.1. OpenBLAS's product with two
     columns is slow (gemv serves one column, packed gemm wider ones), so only that case loops."""
-    return L == 2 and K >= 16
+    return L == SMALL_MM_COLS and K >= SMALL_MM_MIN_K
 
 
 @_jit

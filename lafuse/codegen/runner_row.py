@@ -81,8 +81,8 @@ def fit_empty_inputs(c: Canon, vals: dict[int, Any]) -> None:
 
 def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells: dict[int, bool],
                shapes: dict[int, tuple[int, ...]]) -> int:
-    """The mode of a dense main: 4 the ``t(X) %*% (X %*% v)`` loop (gen_row.mmchain), 3 the block body
-    (gen_row_block.BlockCond), 0 the per-row body. Decided here, not in the kernel, so that each mode's
+    """The mode of a dense main: 4 the ``t(X) %*% (X %*% v)`` loop (gen_row.mmchain), 3, 5 or 6 the block
+    body (gen_row_block.BlockCond.mode), 0 the per-row body. Decided here, not in the kernel, so that each mode's
     function compiles only its own body (numba_gen.specialize)."""
     forms = c.memo.get("row_forms")
     if forms is None:
@@ -92,7 +92,7 @@ def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells
     if chain is not None and m > 0 and shapes[chain[1]][1] == 1:
         return 4
     if isinstance(cond, BlockCond) and cond.holds(m, lens, sparse_cells, shapes):
-        return 3
+        return cond.mode(m, lens, shapes)
     return 0
 
 

@@ -59,9 +59,9 @@ def synthetic() -> dict[str, Any]:
          "cplans": 5, "memo_entries": 40, "optimizer_s": 0.02, "partitions": 3, "points": 4,
          "plans_total": 20, "plans_evaluated": 9, "pruned_cost": 5, "pruned_structural": 6,
          "kernels_compiled": kc,
-         "compile_s": cs, "disk_hits": dh, "load_s": 0.0, "mem_hits": 0, "numba_import_s": None,
+         "compile_s": cs, "kernel_max_s": km, "disk_hits": dh, "load_s": 0.0, "mem_hits": 0, "numba_import_s": None,
          "deferred": 1, "wall_s": 3.2}
-        for cache, kc, cs, dh in (("warm", 0, 0.0, 2), ("cold", 2, 1.8, 0))  # out of order on purpose
+        for cache, kc, cs, km, dh in (("warm", 0, 0.0, None, 2), ("cold", 2, 1.8, 1.1, 0))  # out of order on purpose
     ]
     return {"schema": 1, "command": "make bench", "quick": True, "reps": 3, "inner": 3,
             "started": "2026-11-24T13:40:00", "total_seconds": 412.0, "commit": "abc1234",
@@ -139,7 +139,7 @@ def test_numbers_are_the_recorded_ones(rendered: tuple[str, Path, Path]) -> None
     comp = secs["Compile overhead"]
     rows = [ln for ln in comp.splitlines() if ln.startswith("| l2svm-small")]
     assert [r.split(" | ")[2] for r in rows] == ["cold", "warm"]
-    assert "| 2 | 1.80 | 0 |" in rows[0] and "| 0 | 0 | 2 |" in rows[1]
+    assert "| 2 | 1.80 | 1.10 | 0 |" in rows[0] and "| 0 | 0 | - | 2 |" in rows[1]
     assert "| - | 1 | 3.20 |" in rows[0]  # null Numba import time, deferred, wall
     assert "9.50 GB/s" in md and "12.0 GB/s" in md and "`abc1234`" in md and "`make bench`" in md
 

@@ -27,6 +27,7 @@ from lafuse import codegen
 from lafuse import config as cfgmod
 from lafuse.codegen.emit import canon
 from lafuse.codegen.gen_row import mmchain
+from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BLOCK_MODES, BlockCond
 from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
 from lafuse.fusion.cplan import (
@@ -367,7 +368,8 @@ def test_row_block_body_equals_the_per_row_body(name, narrow):
     plan.narrow = narrow
     op = compiled(f"row-{name}-{narrow}", plan)
     # every plan here has a block form (one without keeps only the per-row body, tested above)
-    assert "if mode == 3:" in op.source and ("# transposed block" in op.source) == narrow, name
+    block = " or ".join(f"mode == {k}" for k in BLOCK_MODES)
+    assert f"if {block}:" in op.source and ("# transposed block" in op.source) == narrow, name
     # row-major loops over (r, q) come twice, plain q where every broadcast factor z is 1 (the
     # one-column shape below runs the other copy)
     assert narrow or "q * z" not in op.source or re.search(r"if z\d+ == 1", op.source), name
@@ -386,7 +388,7 @@ def test_row_block_body_equals_the_per_row_body(name, narrow):
     # the runner chose the bodies (runner_row.dense_mode): the mmchain loop for t(X) %*% (X %*% v), else
     # the block body; the transposed one only while the inputs stay narrow (17 columns: per-row body)
     used, chain = op._kernel.modes(), mmchain(canon(plan), plan) is not None
-    assert (4 if chain else 3) in used, (name, used)
+    assert (4 in used) if chain else bool(used & set(BLOCK_MODES)), (name, used)
     assert 0 in used or not narrow or chain, (name, used)
     # a dense main with CSR CELL inputs (structural zeros against NaN/Inf in the other operands):
     # the transposed body densifies their blocks and keeps the annihilation rule of the per-row body
@@ -421,6 +423,35 @@ def test_block_products_by_few_columns_loop_and_by_more_call_blas(narrow):
             if m > 1:
                 ins[2][1, -1] = math.nan
             assert same(op(ins), evaluate(plan, ins)), (cols, n, m)
+    # the runner pinned the paths (runner_row.dense_mode): loops for two columns of a wide X, else BLAS
+    assert {BLOCK_BLAS, BLOCK_LOOPS} <= op._kernel.modes() and BLOCK_MIXED not in op._kernel.modes()
+
+
+def test_block_mode_pins_each_products_path(monkeypatch):
+    """The block body's mode says which products (prims.small_mm) loop: all of them, none, or, when
+    they differ, each decided in the kernel. The mixed one (forced here) computes the same values as
+    the reference on every shape."""
+    sites = BlockCond((), (), (), small=(("cols", 2), ("len", 3)))
+    lens = np.array([1, 1, 1, 2])
+    assert sites.mode(17, lens, {2: (17, 2)}) == BLOCK_LOOPS
+    assert sites.mode(17, np.array([1, 1, 1, 4]), {2: (17, 2)}) == BLOCK_MIXED
+    assert sites.mode(17, np.array([1, 1, 1, 4]), {2: (17, 4)}) == BLOCK_BLAS
+    assert sites.mode(15, lens, {2: (15, 2)}) == BLOCK_BLAS  # X too narrow for the loops
+    assert BlockCond((), (), ()).mode(17, lens, {}) == BLOCK_BLAS  # no product at all
+    plan, _ = row_plans()["hessian"]
+    source = compiled("row-hessian-modes", plan).source
+    assert "mode == 5 or mode == 6 and small_mm(" in source
+    monkeypatch.setattr(BlockCond, "mode", lambda self, m, lens, shapes: BLOCK_MIXED)
+    codegen.clear_memory_cache()
+    op = codegen.compile_plan(plan, eager=False)
+    rng = np.random.default_rng(5)
+    for cols in (1, 2, 3):
+        for n, m in ((50, 17), (40, 33), (30, 4)):
+            ins = row_inputs("dense", True, True, seed=cols, shape=(n, m))
+            ins[2], ins[7], ins[8] = rng.normal(size=(m, cols)), rng.uniform(size=(n, cols)), np.ones((1, cols))
+            assert same(op(ins), evaluate(plan, ins)), (cols, n, m)
+    assert op._kernel.modes() == {BLOCK_MIXED}
+    codegen.clear_memory_cache()
 
 
 def test_narrow_row_plans_are_the_fused_ones_with_narrow_cell_reads():
