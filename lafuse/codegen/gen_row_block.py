@@ -59,7 +59,8 @@ _ZQ = re.compile(r"q \* z(\d+)")
 # by BLAS, every one by the loops, or each decided in the kernel. Why pinned: a kernel that keeps both
 # code paths of each product compiles both (the row kernel of ``t(X) %*% (X %*% V)``, V of two
 # columns: 1.0 s cold, 0.7 s with the loops alone), while the choice depends only on the product's
-# column count and the main's, which the runner knows before the launch.
+# column count and the main's, which the runner knows before the launch. (A script whose products
+# change between two columns and more compiles two modes, each once and cached, instead of one.)
 BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED = 3, 5, 6
 BLOCK_MODES = (BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED)
 
