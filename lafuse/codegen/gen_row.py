@@ -326,12 +326,11 @@ def generate_row(plan: CPlan, key: str) -> str:
         block.append("acc = parts[b]")
     if plan.agg == FULL_AGG:
         block += ["s0 = 0.0", "k0 = 0.0"]
-    from lafuse.codegen.gen_row_block import block_body  # (it builds on this module's analysis)
+    from lafuse.codegen.gen_row_block import BLOCK_MODES, block_body  # (it builds on this module's analysis)
 
     inner = ["for i in range(r0, r1):"] + indent(row, 1)
     blk = block_body(info, plan, ms)
     if blk is not None:  # (runner_row.dense_mode picks the block modes and mode 4)
-        from lafuse.codegen.gen_row_block import BLOCK_MODES
         cond = " or ".join(f"mode == {k}" for k in BLOCK_MODES)
         inner = [f"if {cond}:"] + indent(blk[0], 1) + ["else:"] + indent(inner, 1)
     chain = mmchain(c, plan)

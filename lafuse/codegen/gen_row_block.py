@@ -55,7 +55,7 @@ from lafuse.fusion.cplan import (
 
 _ZQ = re.compile(r"q \* z(\d+)")
 
-# The block body's modes (runner_row.dense_mode): every product with a few columns (prims.small_mm)
+# The block body's modes (runner_row.block_mode): every product with a few columns (prims.small_mm)
 # by BLAS, every one by the loops, or each decided in the kernel. Why pinned: a kernel that keeps both
 # code paths of each product compiles both (the row kernel of ``t(X) %*% (X %*% V)``, V of two
 # columns: 1.0 s cold, 0.7 s with the loops alone), while the choice depends only on the product's
@@ -311,22 +311,12 @@ class BlockCond:
     narrow: tuple[int, ...]  # node lengths (indices into lens) that must be at most NARROW_ROW_COLS
     dense_cells: tuple[int, ...]  # CELL slots that must be dense (the row-major form reads them in place)
     nonempty: tuple[int, ...]  # MATRIX slots: BLAS is not called on empty operands
-    small: tuple[tuple[str, int], ...] = ()  # the products' column counts (_Block.small)
+    small: tuple[tuple[str, int], ...] = ()  # the products' column counts (_Block.small; runner_row.block_mode)
 
     def holds(self, m: int, lens: Any, sparse_cells: dict[int, bool], shapes: dict[int, tuple[int, ...]]) -> bool:
         return m > 0 and all(int(lens[k]) <= NARROW_ROW_COLS for k in self.narrow) \
             and not any(sparse_cells[s] for s in self.dense_cells) \
             and all(shapes[s][0] > 0 and shapes[s][1] > 0 for s in self.nonempty)
-
-    def mode(self, m: int, lens: Any, shapes: dict[int, tuple[int, ...]]) -> int:
-        """The block mode: which of its products (prims.small_mm) run the loops."""
-        from lafuse.codegen.prims import SMALL_MM_COLS, SMALL_MM_MIN_K  # (the runner has loaded Numba)
-
-        small = {cols == SMALL_MM_COLS and m >= SMALL_MM_MIN_K
-                 for cols in (int(shapes[i][1]) if what == "cols" else int(lens[i]) for what, i in self.small)}
-        if small == {True}:
-            return BLOCK_LOOPS
-        return BLOCK_MIXED if len(small) > 1 else BLOCK_BLAS
 
 
 def block_body(info: RowInfo, plan: CPlan, ms: int) -> tuple[list[str], BlockCond] | None:

@@ -9,8 +9,8 @@ import numpy as np
 
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_row import RowInfo, analyze, mmchain
-from lafuse.codegen.gen_row_block import BlockCond, block_body
-from lafuse.codegen.prims import kcombine
+from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BlockCond, block_body
+from lafuse.codegen.prims import SMALL_MM_COLS, SMALL_MM_MIN_K, kcombine
 from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
 from lafuse.fusion.cplan import (
     CELL,
@@ -82,7 +82,7 @@ def fit_empty_inputs(c: Canon, vals: dict[int, Any]) -> None:
 def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells: dict[int, bool],
                shapes: dict[int, tuple[int, ...]]) -> int:
     """The mode of a dense main: 4 the ``t(X) %*% (X %*% v)`` loop (gen_row.mmchain), 3, 5 or 6 the block
-    body (gen_row_block.BlockCond.mode), 0 the per-row body. Decided here, not in the kernel, so that each mode's
+    body (block_mode), 0 the per-row body. Decided here, not in the kernel, so that each mode's
     function compiles only its own body (numba_gen.specialize)."""
     forms = c.memo.get("row_forms")
     if forms is None:
@@ -92,8 +92,18 @@ def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells
     if chain is not None and m > 0 and shapes[chain[1]][1] == 1:
         return 4
     if isinstance(cond, BlockCond) and cond.holds(m, lens, sparse_cells, shapes):
-        return cond.mode(m, lens, shapes)
+        return block_mode(cond, m, lens, shapes)
     return 0
+
+
+def block_mode(cond: BlockCond, m: int, lens: Any, shapes: dict[int, tuple[int, ...]]) -> int:
+    """The block body's mode (gen_row_block.BLOCK_MODES): which of its products run the loops, by the
+    rule of prims.small_mm over each product's column count (a matrix input's, or a node's length)."""
+    small = {cols == SMALL_MM_COLS and m >= SMALL_MM_MIN_K
+             for cols in (int(shapes[i][1]) if what == "cols" else int(lens[i]) for what, i in cond.small)}
+    if small == {True}:
+        return BLOCK_LOOPS
+    return BLOCK_MIXED if len(small) > 1 else BLOCK_BLAS
 
 
 def row_mode(c: Canon, info: RowInfo, ms: int, main_sparse: bool, m: int, width: dict[int, int],

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from lafuse import codegen
 from lafuse import config as cfgmod
+from lafuse.codegen import runner_row
 from lafuse.codegen.emit import canon
 from lafuse.codegen.gen_row import mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BLOCK_MODES, BlockCond
@@ -433,15 +434,15 @@ def test_block_mode_pins_each_products_path(monkeypatch):
     the reference on every shape."""
     sites = BlockCond((), (), (), small=(("cols", 2), ("len", 3)))
     lens = np.array([1, 1, 1, 2])
-    assert sites.mode(17, lens, {2: (17, 2)}) == BLOCK_LOOPS
-    assert sites.mode(17, np.array([1, 1, 1, 4]), {2: (17, 2)}) == BLOCK_MIXED
-    assert sites.mode(17, np.array([1, 1, 1, 4]), {2: (17, 4)}) == BLOCK_BLAS
-    assert sites.mode(15, lens, {2: (15, 2)}) == BLOCK_BLAS  # X too narrow for the loops
-    assert BlockCond((), (), ()).mode(17, lens, {}) == BLOCK_BLAS  # no product at all
+    assert runner_row.block_mode(sites, 17, lens, {2: (17, 2)}) == BLOCK_LOOPS
+    assert runner_row.block_mode(sites, 17, np.array([1, 1, 1, 4]), {2: (17, 2)}) == BLOCK_MIXED
+    assert runner_row.block_mode(sites, 17, np.array([1, 1, 1, 4]), {2: (17, 4)}) == BLOCK_BLAS
+    assert runner_row.block_mode(sites, 15, lens, {2: (15, 2)}) == BLOCK_BLAS  # X too narrow for the loops
+    assert runner_row.block_mode(BlockCond((), (), ()), 17, lens, {}) == BLOCK_BLAS  # no product at all
     plan, _ = row_plans()["hessian"]
     source = compiled("row-hessian-modes", plan).source
     assert "mode == 5 or mode == 6 and small_mm(" in source
-    monkeypatch.setattr(BlockCond, "mode", lambda self, m, lens, shapes: BLOCK_MIXED)
+    monkeypatch.setattr(runner_row, "block_mode", lambda cond, m, lens, shapes: BLOCK_MIXED)
     codegen.clear_memory_cache()
     op = codegen.compile_plan(plan, eager=False)
     rng = np.random.default_rng(5)
