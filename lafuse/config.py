@@ -177,6 +177,13 @@ def user_file(env: str, xdg: str, home_dir: str, *parts: str) -> Path:
     return (Path(base) if base else Path.home() / home_dir).joinpath("lafuse", *parts)
 
 
+def profile_path() -> Path:
+    """The hardware profile (cost.profile): $LAFUSE_PROFILE, else $XDG_CACHE_HOME/lafuse/profile.json,
+    else ~/.cache/lafuse/profile.json. Here rather than in cost.profile, whose import builds the
+    profile's record type: a replayed fusion decision (feedback.decisions) keys on the file alone."""
+    return user_file("LAFUSE_PROFILE", "XDG_CACHE_HOME", ".cache", "profile.json")
+
+
 def codegen_cache_dir() -> Path:
     """The on-disk plan cache of generated kernels: $LAFUSE_CODEGEN_CACHE, else
     $XDG_CACHE_HOME/lafuse/codegen, else ~/.cache/lafuse/codegen. Here rather than in lafuse.codegen,

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lafuse.config import user_file
+from lafuse.config import profile_path
 from lafuse.cost import constants as K
 
 
@@ -70,10 +70,6 @@ class HardwareProfile:
                 raise ValueError(f"{k} is {json.dumps(v)}, not a positive number" if k != "source" else
                                  f"source is {json.dumps(v)}, not a string")
         return replace(HardwareProfile(), **data)
-
-
-def profile_path() -> Path:
-    return user_file("LAFUSE_PROFILE", "XDG_CACHE_HOME", ".cache", "profile.json")
 
 
 _cached: dict[str, HardwareProfile] = {}

@@ -13,7 +13,7 @@ What a decision rests on, all of it in its key (a change of any part means decid
   place in the script (the run feedback keys candidates by it) and inputs by position, and the roots;
 - how often its block is expected to run, and the non-zeros of the variables it reads;
 - the configuration, but for the fields that only change what is printed;
-- the hardware profile's rates and its source;
+- the hardware profile: its file (a profile given to the optimizer directly: its rates and source);
 - the process state the compile penalty reads: the code generator imported, scipy's BLAS imported
   (decisions are reused only before the process has loaded a kernel, when nothing else has changed);
 - the run feedback (observed block executions and savings, feedback.observed), the plan cache's
@@ -66,6 +66,9 @@ class Decision:
     cuts: tuple[tuple[int, int], ...] | None = None
     prestart: tuple[str, ...] = ()  # kernels kept only on a background start (fusion.ON_PRESTART)
     start_shared: int = 0  # kernels kept because they share Numba's start (FusionStats)
+    # the source of the hardware profile decided on (HardwareProfile.source, fusion.DECIDED_ON): a replay
+    # keys on the profile's file, not its rates, and does not load it
+    profile: str = "default"
 
 
 _loaded: dict[str, dict[str, Any]] = {}  # the file's entries, as JSON (_entries)
@@ -99,15 +102,15 @@ def _decision(k: str, v: Any) -> Decision:
     counts = [v["unfused"], v["observed"], v.get("start_shared", 0)]
     if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
         raise ValueError(f"entry {k!r} has a bad count")
-    cuts, prestart = v.get("cuts"), v.get("prestart", [])
+    cuts, prestart, source = v.get("cuts"), v.get("prestart", []), v.get("profile", "default")
     if cuts is not None and not (isinstance(cuts, list) and all(
             isinstance(c, list) and len(c) == 2 and all(type(i) is int and i >= 0 for i in c) for c in cuts)):
         raise ValueError(f"entry {k!r} has bad cuts")
-    if not (isinstance(prestart, list) and all(isinstance(p, str) for p in prestart)):
+    if not (isinstance(prestart, list) and all(isinstance(p, str) for p in prestart) and isinstance(source, str)):
         raise ValueError(f"entry {k!r} is not a decision")
     sav = [(name, observed._number(s)) for name, s in savings.items()]  # (ValueError: not a number)
     return Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1],
-                    None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2])
+                    None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2], source)
 
 
 def _entries() -> dict[str, Any]:
@@ -128,14 +131,31 @@ def _source_digest() -> str:
     """lafuse's own source (every module's size and modification time): a changed cost model or
     optimizer must not replay what the old one decided."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for f in sorted(filenames):
-            if f.endswith((".py", ".dml")):
-                st = os.stat(os.path.join(dirpath, f))
-                h.update(f"{dirpath}/{f}:{st.st_size}:{st.st_mtime_ns};".encode())
+    todo = [str(Path(__file__).resolve().parent.parent)]
+    while todo:  # (os.scandir: the entries' types without a stat each, 0.9 -> 0.5 ms for ~130 modules)
+        with os.scandir(todo.pop()) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if e.name.endswith((".py", ".dml")) and e.is_file():
+                st = e.stat()
+                h.update(f"{e.path}:{st.st_size}:{st.st_mtime_ns};".encode())
+            elif e.name != "__pycache__" and e.is_dir():
+                todo.append(e.path)
     return h.hexdigest()
+
+
+def _profile_stamp() -> str:
+    """The hardware profile's file as the key sees it (path, inode, size, modification time; absent:
+    the built-in defaults, which the source digest covers): reading and validating it means importing
+    cost.profile, ~2 ms of the first replay in a process that otherwise never loads it."""
+    from lafuse.config import profile_path
+
+    p = profile_path()
+    try:
+        st = os.stat(p)
+    except OSError:
+        return f"{p}: absent"
+    return f"{p}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _feedback_digest() -> str:
@@ -168,9 +188,10 @@ def _config_text(cfg: Any) -> str:
 
 
 def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, float] | None, cfg: Any,
-        prof: Any) -> str | None:
+        prof: Any = None) -> str | None:
     """The decision key of a DAG (its HOPs ``order``ed, inputs first, and ``roots``) or None when
-    it cannot be keyed (a parameter without a stable text: an object shown by address)."""
+    it cannot be keyed (a parameter without a stable text: an object shown by address). ``prof``: the
+    hardware profile given to the optimizer; None, the one it loads, keyed by its file."""
     at = {h.id: i for i, h in enumerate(order)}
     parts = []
     for h in order:
@@ -184,7 +205,8 @@ def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, floa
     if " at 0x" in text:
         return None
     state = ("numba" in sys.modules, "lafuse.codegen" in sys.modules, "scipy.linalg.cython_blas" in sys.modules)
-    head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg), repr(asdict(prof)), repr(state),
+    head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg),
+            _once("profile", _profile_stamp) if prof is None else repr(asdict(prof)), repr(state),
             _once("source", _source_digest), _once("feedback", _feedback_digest),
             _once("kernels", _kernels_digest)]
     return hashlib.sha256(("\n".join(head) + "\n" + text).encode()).hexdigest()[:32]
@@ -220,7 +242,8 @@ def save() -> int:
         merged = dict(list(merged.items())[-MAX_ENTRIES:])
     data = {k: {"candidates": list(d.candidates), "savings": dict(d.savings), "blas": list(d.blas),
                 "unfused": d.unfused, "observed": d.observed, "start_shared": d.start_shared,
-                "cuts": None if d.cuts is None else [list(c) for c in d.cuts], "prestart": list(d.prestart)}
+                "cuts": None if d.cuts is None else [list(c) for c in d.cuts], "prestart": list(d.prestart),
+                "profile": d.profile}
             for k, d in merged.items()}
     observed.write_json(_path(), data)
     _loaded[str(_path())] = data

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lafuse.feedback import decisions, observed
 from lafuse.hops.hop import MATRIX
-from lafuse.hops.program import Dag, copy_dag
+from lafuse.hops.program import Dag
 
 if TYPE_CHECKING:
     from lafuse.cost.profile import HardwareProfile
@@ -81,34 +81,35 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     HOPs keep nnz unknown so cached plans stay valid for other values)."""
     if not _has_candidates(dag):
         return dag, None
-    from lafuse.cost.profile import load
-
     t0 = time.perf_counter()
-    prof = prof or load()
     st = stats or FusionStats()
     reuse = None
     if cfg.fusion == "cost" and getattr(cfg, "fusion_reuse", False) and not _numba_started():
         order = dag.hops()
         reuse = decisions.key(order, dag.roots, weight, hints, cfg, prof)
         earlier = decisions.lookup(reuse) if reuse is not None else None
-        if earlier is not None and earlier.cuts is None:  # unfused: the DAG as it is
-            return replayed(copy_dag(dag), earlier, prof, st, t0), None
+        if earlier is not None and earlier.cuts is None:
+            # unfused: the DAG as it is (its HOPs, which lowering reads and does not change, as without
+            # codegen; a DAG of its own, which carries the candidates); a copy of the HOPs was ~0.3 ms
+            # of every recompilation of a mini-batch loop body
+            return replayed(Dag(list(dag.roots)), earlier, st, t0), None
         if earlier is not None and all(max(c) < len(order) for c in earlier.cuts or ()):
             from lafuse.fusion import optimizer
 
-            return optimizer.replay(dag, earlier, prof, st, t0)
+            return optimizer.replay(dag, earlier, st, t0)
+    from lafuse.cost.profile import load
     from lafuse.fusion import optimizer
 
-    return optimizer.run(dag, cfg, st, prof, weight, hints, reuse, t0)
+    return optimizer.run(dag, cfg, st, prof or load(), weight, hints, reuse, t0)
 
 
-def replayed(new: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: FusionStats, t0: float) -> Dag:
+def replayed(new: Dag, earlier: decisions.Decision, st: FusionStats, t0: float) -> Dag:
     """``new``, the DAG as an earlier run's decision left it (feedback.decisions), with the candidates,
     savings and counts the optimizer reported then."""
     new.candidates = earlier.candidates
     observed.SAVINGS.update(earlier.savings)
     observed.BLAS.update(earlier.blas)
-    DECIDED_ON.add(prof.source)
+    DECIDED_ON.add(earlier.profile)
     st.dags += 1
     st.reused += 1
     st.unfused_by_compile_cost += earlier.unfused

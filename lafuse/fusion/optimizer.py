@@ -39,7 +39,7 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     st.memo_pruned += memo.pruned
     if not memo.groups:
         if reuse is not None:
-            decisions.record(reuse, decisions.Decision((), (), (), 0, 0))
+            decisions.record(reuse, decisions.Decision((), (), (), 0, 0, profile=prof.source))
         st.time += time.perf_counter() - t0
         return dag, memo
     ctx = Context(memo, new.roots, order, prof, st.select, hints=hints, weight=weight, peak=intermediate_peak)
@@ -78,13 +78,12 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
                 new.candidates, tuple((k, observed.SAVINGS[k]) for k in new.candidates if k in observed.SAVINGS),
                 tuple(k for k in new.candidates if k in observed.BLAS), st.unfused_by_compile_cost - unfused0,
                 st.observed - observed0, tuple(sorted((at[a], at[b]) for a, b in cuts)) if ops else None,
-                tuple(sorted(F.ON_PRESTART - prestart0)), st.start_shared - shared0))
+                tuple(sorted(F.ON_PRESTART - prestart0)), st.start_shared - shared0, prof.source))
     st.time += time.perf_counter() - t0
     return new, memo
 
 
-def replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: F.FusionStats,
-           t0: float) -> tuple[Dag, MemoTable]:
+def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) -> tuple[Dag, MemoTable]:
     """An earlier run's decision with fused operators (feedback.decisions): its materialization cuts,
     recorded by position in the DAG's order, applied to a fresh exploration of the same DAG; the
     selection and the compile decision, most of the optimizer's time, are not repeated."""
@@ -100,7 +99,7 @@ def replay(dag: Dag, earlier: decisions.Decision, prof: HardwareProfile, st: F.F
     st.cplans += len(ops)
     st.start_shared += earlier.start_shared
     F.ON_PRESTART.update(earlier.prestart)
-    return F.replayed(new, earlier, prof, st, t0), memo
+    return F.replayed(new, earlier, st, t0), memo
 
 
 def _mark_read_through(dag: Dag, order: list[Hop], chains: bool = True) -> None:

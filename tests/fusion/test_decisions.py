@@ -57,7 +57,7 @@ def _labels(dag) -> list[str]:
     return [f"{h.label()} {h.rows}x{h.cols}" for h in dag.hops()]
 
 
-def test_an_unfused_decision_is_replayed_by_the_next_process(reuse):
+def test_an_unfused_decision_is_replayed_by_the_next_process(reuse, monkeypatch):
     # 20 runs of sum(X * Y * Z) over 2000 x 1000 save ~0.1 s: not Numba's start (~0.4 s)
     body, first, st1 = _optimize(reuse)
     assert not any(h.kind == "spoof" for h in first.hops())
@@ -67,11 +67,15 @@ def test_an_unfused_decision_is_replayed_by_the_next_process(reuse):
     assert decisions.save() == 1
     new_process()
     observed.SAVINGS.clear()
+    monkeypatch.setattr(fusion, "DECIDED_ON", set())
     body2, again, st2 = _optimize(reuse)
     assert st2.reused == 1 and st2.dags == 1 and st2.memo_entries == 0  # not explored again
     assert st2.unfused_by_compile_cost == st1.unfused_by_compile_cost and st2.observed == st1.observed
     assert again.candidates == first.candidates and _labels(again) == _labels(first)
-    assert again is not body2.dag  # a copy, as the optimizer returns
+    # a DAG of its own over the same HOPs (lowering reads them, as without codegen); the block's DAG,
+    # recompiled again later, keeps no candidates of this decision
+    assert again is not body2.dag and again.roots == body2.dag.roots and body2.dag.candidates == ()
+    assert fusion.DECIDED_ON == {load().source}  # the profile the decision was made on
     assert {k: observed.SAVINGS[k] for k in again.candidates} == {k: saved[k] for k in first.candidates}
     assert reuse.fusion_reuse and decisions.save() == 0  # nothing new decided
 
@@ -109,6 +113,17 @@ def test_everything_a_decision_rests_on_is_in_its_key(reuse, tmp_path, monkeypat
         blas_in = key()
         m.delitem(sys.modules, "scipy.linalg.cython_blas")
         variants["BLAS imported"] = key() if blas_in == base else blas_in
+    # the profile the optimizer loads itself is keyed by its file: another one, or the same rewritten
+    variants["profile given"] = key(prof=None)
+    other_profile = tmp_path / "profile.json"
+    other_profile.write_bytes(PROFILE.read_bytes())
+    monkeypatch.setenv("LAFUSE_PROFILE", str(other_profile))
+    new_process()
+    variants["profile file"] = key(prof=None)
+    other_profile.write_text(other_profile.read_text().replace('"threads"', ' "threads"'))
+    new_process()
+    variants["profile file rewritten"] = key(prof=None)
+    monkeypatch.setenv("LAFUSE_PROFILE", str(PROFILE))
     cache = tmp_path / "cache"
     observed.write_json(cache / observed.FILE, {"k@x:1:1": {"runs": 3.0}})
     new_process()
@@ -156,7 +171,8 @@ def _run(script, cache, *args, reuse="1"):
     env = {**os.environ, "LAFUSE_CODEGEN_CACHE": str(cache), "LAFUSE_PROFILE": str(PROFILE),
            "LAFUSE_FUSION_OBSERVED": "1", "LAFUSE_FUSION_REUSE": reuse}
     code = ("import sys\nfrom lafuse.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('optimizer loaded:', 'lafuse.fusion.optimizer' in sys.modules)\n")
+            "print('optimizer loaded:', 'lafuse.fusion.optimizer' in sys.modules)\n"
+            "print('profile loaded:', 'lafuse.cost.profile' in sys.modules)\n")
     return subprocess.run([sys.executable, "-c", code, "run", str(script), *args], env=env, capture_output=True,
                           text=True, timeout=300)
 
@@ -176,6 +192,10 @@ def test_cli_reuses_decisions_without_loading_the_optimizer(tmp_path):
     assert "as an earlier run decided them, not enumerated again" in second.stdout
     value = plain.stdout.splitlines()[0]
     assert first.stdout.splitlines()[0] == value and second.stdout.splitlines()[0] == value
+    # nor the hardware profile (keyed by its file), where nothing else costs (no --stats estimate)
+    quiet = _run(script, cache)
+    assert "optimizer loaded: False" in quiet.stdout and "profile loaded: False" in quiet.stdout
+    assert quiet.stdout.splitlines()[0] == value
     off = _run(script, cache, "--stats", reuse="0")
     assert "optimizer loaded: True" in off.stdout and off.stdout.splitlines()[0] == value
 
