@@ -134,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                          "keeps --reps (default: quick 1, full 7): their runs take 0.1-0.5 s, where run-to-run "
                          "noise of 20%% decides a ratio, and a round of them costs ~4 s")
     ap.add_argument("--inner", type=int, default=None,
-                    help="timed iterations per micro-benchmark process (default: quick 3, full 5); the first "
-                         "is reported apart")
+                    help="timed iterations per micro-benchmark process (default: quick 3, full 10); the first "
+                         "is reported apart. Ten at full size: the operations of 1-6 ms (outer-log, wdivmm) "
+                         "run their second iteration 2-5x slower in every policy (its result, R still "
+                         "alive, is the first to touch fresh memory: 8 MB at first-touch speed), which was one "
+                         "sample in four of a process")
     ap.add_argument("--only", action="append", default=None, metavar="NAME",
                     help="benchmarks, algorithms or groups (micro, algorithm) to run; repeatable or comma list")
     ap.add_argument("--no-systemds", action="store_true", help="leave SystemDS out")
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     a.reps = a.reps or (1 if a.quick else 3)
     a.micro_reps = max(a.reps, a.micro_reps or (1 if a.quick else 9))
     a.small_reps = max(a.reps, a.small_reps or (1 if a.quick else 7))
-    a.inner = max(2, a.inner or (3 if a.quick else 5))
+    a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
     if not todo and "startup" not in (only or set()):

@@ -190,6 +190,19 @@ def test_cost_policy_section_compares_with_the_best_fixed_policy(rendered: tuple
     sec = sections(rendered[0])["Cost-based policy against the best fixed policy"]
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in sec.splitlines() if ln.startswith("| ")}
     # in script 0.987 / 1.234, whole process 3.2 / 4.56
-    assert rows["l2svm-small"] == "| l2svm-small | lafuse no codegen | 0.800 | lafuse no codegen | 0.702 |"
-    assert rows["cell3"] == "| cell3 | lafuse no codegen | 0.366 | - | - |"  # no wall time recorded
-    assert rows["cell3-sparse"] == "| cell3-sparse | - | - | - | - |"  # the only fixed policy failed
+    # (no in-script samples recorded: no paired ratio; one wall time a system: paired = ratio of medians)
+    assert rows["l2svm-small"] == "| l2svm-small | lafuse no codegen | 0.800 | - | lafuse no codegen | 0.702 | 0.702 |"
+    assert rows["cell3"] == "| cell3 | lafuse no codegen | 0.366 | - | - | - | - |"  # no wall time recorded
+    assert rows["cell3-sparse"] == "| cell3-sparse | - | - | - | - | - | - |"  # the only fixed policy failed
+
+
+def test_paired_ratio_takes_each_rounds_ratio() -> None:
+    # two rounds (one process each) of three in-script samples; the machine slow in the second round
+    mine = {"op_samples": [1.0, 1.1, 3.0, 2.0, 2.2, 2.1], "walls": [5.0, 9.0]}
+    other = {"op_samples": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0], "walls": [4.0, 10.0]}
+    assert report.per_round(mine, "op_median") == [1.1, 2.1]
+    assert report.paired_ratio(mine, other, "op_median") == pytest.approx((1.1 + 1.05) / 2)
+    assert report.paired_ratio(mine, other, "wall_median") == pytest.approx((5 / 4 + 9 / 10) / 2)
+    # rounds that do not line up (a failed run, uneven samples): no paired ratio
+    assert report.paired_ratio(mine, {"op_samples": [1.0] * 6, "walls": [1.0, 1.0, 1.0]}, "wall_median") is None
+    assert report.per_round({"op_samples": [1.0] * 5, "walls": [1.0, 1.0]}, "op_median") is None
