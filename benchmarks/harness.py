@@ -566,12 +566,12 @@ def first_runs(w: Workload, ds: DataSet, script: Path, tmp: Path,
 
 
 def rounds_of(w: Workload, a: argparse.Namespace) -> int:
-    """Interleaved rounds of a workload: ``a.reps`` for an algorithm's large size, ``a.small_reps`` for
-    its small size, ``a.micro_reps`` for a micro-benchmark; SystemDS's JVM runs (5-25 s each) stop at
-    ``a.reps`` rounds everywhere."""
+    """Interleaved rounds of a workload: ``a.large_reps`` for an algorithm's large size, ``a.small_reps``
+    for its small size, ``a.micro_reps`` for a micro-benchmark; SystemDS's JVM runs (5-25 s each) stop
+    at ``a.reps`` rounds everywhere."""
     if not w.single:
         return getattr(a, "micro_reps", a.reps)
-    return getattr(a, "small_reps", a.reps) if w.size == "small" else a.reps
+    return getattr(a, "small_reps", a.reps) if w.size == "small" else getattr(a, "large_reps", a.reps)
 
 
 def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, java: JavaRunner | None,

@@ -131,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                          "medians 3.9-6.2 ms over ten processes of one plan)")
     ap.add_argument("--small-reps", type=int, default=None,
                     help="interleaved rounds of the algorithms' small size for every system but SystemDS, which "
-                         "keeps --reps (default: quick 1, full 7): their runs take 0.1-0.5 s, where run-to-run "
+                         "keeps --reps (default: quick 1, full 9): their runs take 0.1-0.5 s, where run-to-run "
                          "noise of 20%% decides a ratio, and a round of them costs ~4 s")
+    ap.add_argument("--large-reps", type=int, default=None,
+                    help="interleaved rounds of the algorithms' large size for every system but SystemDS, which "
+                         "keeps --reps (default: quick 1, full 5): three rounds left a row's median to one slow "
+                         "spell of the machine (AutoEncoder 1e5 x 100, one plan: 305 and 447 ms in one report, "
+                         "509 and 613 ms medians of twelve runs of the same configuration an hour later)")
     ap.add_argument("--inner", type=int, default=None,
                     help="timed iterations per micro-benchmark process (default: quick 3, full 10); the first "
                          "is reported apart. Ten at full size: the operations of 1-6 ms (outer-log, wdivmm) "
@@ -148,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.reps = a.reps or (1 if a.quick else 3)
     a.micro_reps = max(a.reps, a.micro_reps or (1 if a.quick else 9))
-    a.small_reps = max(a.reps, a.small_reps or (1 if a.quick else 7))
+    a.small_reps = max(a.reps, a.small_reps or (1 if a.quick else 9))
+    a.large_reps = max(a.reps, a.large_reps or (1 if a.quick else 5))
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
@@ -167,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     out_json = Path(a.json) if a.json else ROOT / "results" / f"bench-{stamp:%Y%m%d-%H%M%S}.json"
     report: dict[str, Any] = {
         "schema": 1, "command": "make bench" if a.quick else "make bench-full", "quick": a.quick,
-        "reps": a.reps, "micro_reps": a.micro_reps, "small_reps": a.small_reps, "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
+        "reps": a.reps, "micro_reps": a.micro_reps, "small_reps": a.small_reps, "large_reps": a.large_reps,
+        "inner": a.inner, "started": stamp.isoformat(timespec="seconds"), "commit": _commit(),
         "machine": machine(mods, java),
         "measured_read_bw": a.measured_bw, "profile": list(_profile()), "systems": list(SYSTEM_LABELS),
         "system_labels": SYSTEM_LABELS, "benchmarks": [], "compile": [],

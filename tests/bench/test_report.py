@@ -206,3 +206,10 @@ def test_paired_ratio_takes_each_rounds_ratio() -> None:
     # rounds that do not line up (a failed run, uneven samples): no paired ratio
     assert report.paired_ratio(mine, {"op_samples": [1.0] * 6, "walls": [1.0, 1.0, 1.0]}, "wall_median") is None
     assert report.per_round({"op_samples": [1.0] * 5, "walls": [1.0, 1.0]}, "op_median") is None
+
+
+def test_the_header_names_the_rounds_of_each_kind(tmp_path: Path) -> None:
+    data = {**synthetic(), "micro_reps": 9, "small_reps": 9, "large_reps": 5}
+    md = run(tmp_path, data)[0]
+    assert ("9 rounds (micro-benchmarks), 9 rounds (algorithms' small size), 5 rounds (their large size), "
+            "3 rounds (every SystemDS run)") in md

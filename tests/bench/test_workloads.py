@@ -78,6 +78,19 @@ def test_only_selects_by_name_algorithm_or_group() -> None:
     assert names("micro") == [w.name for w in micro.WORKLOADS]
 
 
+def test_rounds_per_workload_kind() -> None:
+    import argparse
+
+    import harness
+    import suite
+
+    workloads = {w.name: w for w, _ in suite.workloads(False, None)}
+    a = argparse.Namespace(reps=3, micro_reps=9, small_reps=9, large_reps=5)
+    got = {n: harness.rounds_of(workloads[n], a) for n in ("cell3", "l2svm-small", "l2svm-large")}
+    assert got == {"cell3": 9, "l2svm-small": 9, "l2svm-large": 5}
+    assert harness.rounds_of(workloads["l2svm-large"], argparse.Namespace(reps=3)) == 3  # older callers
+
+
 def test_a_documented_defect_of_another_system_is_flagged_not_fatal() -> None:
     """Workload.known_wrong: SystemDS 3.4's codegen computes other values for the mini-batch MLP (codegen
     off, NumPy, JAX and lafuse agree); the suite marks that system's mismatch KNOWN, with the evidence,
