@@ -132,7 +132,7 @@ def _source_digest() -> str:
     optimizer must not replay what the old one decided."""
     h = hashlib.sha256()
     todo = [str(Path(__file__).resolve().parent.parent)]
-    while todo:  # (os.scandir: the entries' types without a stat each, 0.9 -> 0.5 ms for ~130 modules)
+    while todo:  # (os.scandir: directories told apart without a stat; ~0.45 ms for ~130 modules)
         with os.scandir(todo.pop()) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
