@@ -203,7 +203,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     assert saved["runs"] == 1.0 and saved["saving"] > 0 and saved["run"]
     # a run that observes the same again leaves the file as it is (not rewritten: same inode, same bytes)
     before = (tmp_path / "cache" / observed.FILE).stat()
-    assert observed.save() == 1 and (tmp_path / "cache" / observed.FILE).stat().st_ino == before.st_ino
+    assert observed.save() >= 1 and (tmp_path / "cache" / observed.FILE).stat().st_ino == before.st_ino
     st = fusion.FusionStats()
     spoofs, _ = fused(LOOP, "cost", st, SMALL, codegen_defer=True, fusion_observed=True)
     assert spoofs == [] and st.deferred == 0 and st.observed == 1  # not even worth a background compile
