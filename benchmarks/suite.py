@@ -141,9 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inner", type=int, default=None,
                     help="timed iterations per micro-benchmark process (default: quick 3, full 10); the first "
                          "is reported apart. Ten at full size: the operations of 1-6 ms (outer-log, wdivmm) "
-                         "run their second iteration 2-5x slower in every policy (its result, R still "
-                         "alive, is the first to touch fresh memory: 8 MB at first-touch speed), which was one "
-                         "sample in four of a process")
+                         "run their second iteration 2-5x slower in every policy (the first whose result "
+                         "replaces a live one; not traced further), which was one sample in four of a process")
     ap.add_argument("--only", action="append", default=None, metavar="NAME",
                     help="benchmarks, algorithms or groups (micro, algorithm) to run; repeatable or comma list")
     ap.add_argument("--no-systemds", action="store_true", help="leave SystemDS out")

@@ -303,7 +303,7 @@ def rows_dot_axpy(X: np.ndarray, r0: int, r1: int, B: np.ndarray, acc: np.ndarra
             acc[k] += X[i, k] * q
 
 
-SMALL_MM_COLS, SMALL_MM_MIN_K = 2, 16  # (small_mm; runner_row.block_mode decides with them too)
+SMALL_MM_COLS, SMALL_MM_MIN_K = 2, 16  # (small_mm; runner_row.block_mode calls its Python function)
 
 
 @_jit

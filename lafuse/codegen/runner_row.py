@@ -10,7 +10,7 @@ import numpy as np
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_row import RowInfo, analyze, mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BlockCond, block_body
-from lafuse.codegen.prims import SMALL_MM_COLS, SMALL_MM_MIN_K, kcombine
+from lafuse.codegen.prims import kcombine, small_mm
 from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
 from lafuse.fusion.cplan import (
     CELL,
@@ -97,10 +97,11 @@ def dense_mode(c: Canon, info: RowInfo, ms: int, m: int, lens: Any, sparse_cells
 
 
 def block_mode(cond: BlockCond, m: int, lens: Any, shapes: dict[int, tuple[int, ...]]) -> int:
-    """The block body's mode (gen_row_block.BLOCK_MODES): which of its products run the loops, by the
-    rule of prims.small_mm over each product's column count (a matrix input's, or a node's length)."""
-    small = {cols == SMALL_MM_COLS and m >= SMALL_MM_MIN_K
-             for cols in (int(shapes[i][1]) if what == "cols" else int(lens[i]) for what, i in cond.small)}
+    """The block body's mode (gen_row_block.BLOCK_MODES): which of its products run the loops, by
+    prims.small_mm (its Python function: the same rule the mixed mode tests in the kernel) over each
+    product's column count (a matrix input's, or a node's length)."""
+    rule = small_mm.py_func
+    small = {rule(int(shapes[i][1]) if what == "cols" else int(lens[i]), m) for what, i in cond.small}
     if small == {True}:
         return BLOCK_LOOPS
     return BLOCK_MIXED if len(small) > 1 else BLOCK_BLAS

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lafuse.config import profile_path
 from lafuse.feedback import observed
 
 FILE = "decisions.json"
@@ -148,8 +149,6 @@ def _profile_stamp() -> str:
     """The hardware profile's file as the key sees it (path, inode, size, modification time; absent:
     the built-in defaults, which the source digest covers): reading and validating it means importing
     cost.profile, ~2 ms of the first replay in a process that otherwise never loads it."""
-    from lafuse.config import profile_path
-
     p = profile_path()
     try:
         st = os.stat(p)
