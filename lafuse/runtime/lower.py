@@ -112,12 +112,14 @@ def _mark_reuse(ins: Instruction) -> None:
     h = ins.hop
     if ins.reads is not None or h.dt != "matrix" or len(ins.args) != len(h.inputs):
         return
-    dead = [a in ins.free and ins.args.count(a) == 1 and i.dt == "matrix" and i.op != "tread"
-            for a, i in zip(ins.args, h.inputs)]
-    k = reuse.operand(ins.fn, len(ins.args), (h.rows, h.cols), [(i.rows, i.cols) for i in h.inputs], dead)
+    a = ins.args
+    same = len(a) == 2 and a[0] == a[1]  # D * D: one dying register at the first position
+    dead = [r in ins.free and (a.count(r) == 1 or (same and n == 0)) and i.dt == "matrix" and i.op != "tread"
+            for n, (r, i) in enumerate(zip(a, h.inputs))]
+    k = reuse.operand(ins.fn, len(a), (h.rows, h.cols), [(i.rows, i.cols) for i in h.inputs], dead)
     if k >= 0 and ins.fn is not None:
         ins.reuse = k
-        ins.fn = reuse.into(ins.fn, k, reuse.LOOP_REFS)
+        ins.fn = reuse.into(ins.fn, k, reuse.LOOP_REFS_SAME if same else reuse.LOOP_REFS, same)
 
 
 def foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:

@@ -11,7 +11,11 @@ count, that nothing else holds the array (no variable, no view, no other registe
 
 Only what the kernel's own dense fast path computes as one NumPy ufunc call is done in place (same
 shape, a scalar, or a row or column vector broadcast that is not a narrow one): ``f(a, b, out=a)``
-gives the same values as ``f(a, b)``. Anything else calls the kernel. Fused kernels remember that an
+gives the same values as ``f(a, b)``. One register read twice (``(X - W %*% H) ^ 2``, which the
+rewrites turn into ``D * D``) counts as one dying operand: ``f(a, a, out=a)`` reads each cell before
+it writes it. Without it GNMF's last statement allocated 400 MB for that product, and a fresh
+allocation that large is where this host's transparent huge pages stall on compaction: the ``*``
+took 0.06 s in most runs and 0.5-1.1 s in one of three. Anything else calls the kernel. Fused kernels remember that an
 array holds no NaN/Inf (codegen.finite); an array updated in place is forgotten there.
 """
 
@@ -54,9 +58,24 @@ def _straight_refs() -> int:
     return _probe(r0, 1.0)
 
 
+def _loop_refs_same() -> int:
+    """``_loop_refs`` when one register is both arguments (``f(r, r)``)."""
+    regs: list[Any] = [np.empty(1)]
+    args = [regs[a] for a in (0, 0)]
+    return _probe(*args)
+
+
+def _straight_refs_same() -> int:
+    """``_straight_refs`` when one local is both arguments."""
+    r0 = np.empty(1)
+    return _probe(r0, r0)
+
+
 # measured, not assumed: they follow the interpreter's calling conventions on this Python
 LOOP_REFS = _loop_refs()
 STRAIGHT_REFS = _straight_refs()
+LOOP_REFS_SAME = _loop_refs_same()
+STRAIGHT_REFS_SAME = _straight_refs_same()
 
 
 # results written in place and their bytes, this process (--stats shows a run's share)
@@ -75,7 +94,8 @@ def _ufunc(kern: Callable[..., Any]) -> np.ufunc | None:
 def operand(kern: Callable[..., Any] | None, nargs: int, out_dims: tuple[int, int],
             arg_dims: list[tuple[int, int]], dead: list[bool]) -> int:
     """The position of the argument whose buffer the result may take, or -1. ``dead``: per argument,
-    whether its register dies with this instruction and is no other argument's; dims -1 unknown."""
+    whether its register dies with this instruction (and, read twice, only at the first position);
+    dims -1 unknown."""
     if kern is None or _ufunc(kern) is None or nargs not in (1, 2):
         return -1
     rows, cols = out_dims
@@ -87,10 +107,11 @@ def operand(kern: Callable[..., Any] | None, nargs: int, out_dims: tuple[int, in
     return -1
 
 
-def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
+def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Callable[..., Any]:
     """``kern`` that writes its result into argument ``k`` when the array is float64, owns its buffer,
     has the result's shape and at most ``refs`` references (LOOP_REFS or STRAIGHT_REFS: the caller's
-    own); else ``kern`` itself runs."""
+    own; the ``_SAME`` ones when ``same``, one register passed as both arguments, checked by identity);
+    else ``kern`` itself runs."""
     f = _ufunc(kern)
     assert f is not None
     finite = sys.modules
@@ -111,6 +132,15 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
                 return x
             return kern(x)
         run: Callable[..., Any] = run1
+    elif same:
+        def run_same(a: Any, b: Any) -> Any:
+            if a is b and _dying(a, refs):
+                with errstate():
+                    f(a, a, out=a)
+                forget(a)
+                return a
+            return kern(a, b)
+        run = run_same
     elif k == 0:
         def run0(a: Any, b: Any) -> Any:
             if _fits(b, a) and _dying(a, refs):
@@ -130,6 +160,7 @@ def into(kern: Callable[..., Any], k: int, refs: int) -> Callable[..., Any]:
             return kern(a, b)
         run = run_1
     run.reuse_arg = k  # type: ignore[attr-defined]
+    run.reuse_same = same  # type: ignore[attr-defined]
     run.kern = kern  # type: ignore[attr-defined]
     return run
 

@@ -157,7 +157,9 @@ def _call(ins: Instruction, i: int, args: str, bind: Callable[[Any, str, int], s
     if ins.fn is None:
         return f"special({ins.opcode!r}, {bind(ins.hop, 'h', i)}, [{args}], st)"
     if ins.reuse >= 0:  # the kernel writing into a dying operand, counting this code's references
-        return f"{bind(reuse.into(ins.fn.kern, ins.reuse, reuse.STRAIGHT_REFS), 'f', i)}({args})"  # type: ignore[attr-defined]
+        same = ins.fn.reuse_same  # type: ignore[attr-defined]
+        refs = reuse.STRAIGHT_REFS_SAME if same else reuse.STRAIGHT_REFS
+        return f"{bind(reuse.into(ins.fn.kern, ins.reuse, refs, same), 'f', i)}({args})"  # type: ignore[attr-defined]
     call = f"{bind(ins.fn, 'f', i)}({args})"
     fast = _dense_fast_path(ins, i, bind, constants) or _row_slice_fast_path(ins, constants)
     return call if fast is None else f"{fast[0]} if {fast[1]} else {call}"

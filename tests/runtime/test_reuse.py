@@ -140,6 +140,43 @@ def test_kernel_reference_counts_match_the_interpreter():
     assert straight(x) is not y
 
 
+@pytest.mark.parametrize("after", [-1, 0])
+def test_one_dying_register_read_twice_is_squared_in_place(after: int):
+    """``(X %*% W - c) ^ 2`` becomes ``D * D`` (rewrites): the difference dies with the product, which
+    reads it twice; NaN and Inf cells square like the unoptimized run's."""
+    text = "D = X %*% W - c\nE = D ^ 2\nR = sum((X %*% W - 1) ^ 2)\n"
+    d = _data()
+    got, n = run(text, d, ["E", "R"], after)
+    base, _ = run(text, d, ["E", "R"], after, on=False)
+    same(got, base)
+    # D's square; - 1 and its square (X %*% W is one register for both statements, still live at - c)
+    assert n == 3, n
+    Z = d["X"] @ d["W"]
+    np.testing.assert_array_equal(got["E"], (Z - d["c"]) ** 2)
+
+
+def test_the_same_operand_wrapper_counts_its_second_reference():
+    """``f(r, r)`` in both calling conventions: a dying array is squared in place, one more holder
+    blocks it, and two distinct arrays go to the kernel."""
+    kern = __import__("lafuse.runtime.local.kernels", fromlist=["KERNELS"]).KERNELS["*"]
+    loop = reuse.into(kern, 0, reuse.LOOP_REFS_SAME, same=True)
+    regs = [np.full((reuse.MIN_CELLS, 1), 3.0)]
+    args = [regs[0], regs[0]]
+    r = loop(*args)
+    assert r is regs[0] and r[0, 0] == 9.0
+    keep = regs[0]
+    args = [regs[0], regs[0]]
+    r = loop(*args)
+    assert r is not keep and r[0, 0] == 81.0 and keep[0, 0] == 9.0
+    straight = reuse.into(kern, 0, reuse.STRAIGHT_REFS_SAME, same=True)
+    x = np.full((reuse.MIN_CELLS, 1), 2.0)
+    assert straight(x, x) is x and x[0, 0] == 4.0
+    y = x
+    assert straight(x, x) is not y and y[0, 0] == 4.0
+    z = np.full((reuse.MIN_CELLS, 1), 5.0)
+    assert straight(x, z) is not x and x[0, 0] == 4.0
+
+
 OPS = ["+", "-", "*", "/"]
 
 
