@@ -91,6 +91,18 @@ def test_rounds_per_workload_kind() -> None:
     assert harness.rounds_of(workloads["l2svm-large"], argparse.Namespace(reps=3)) == 3  # older callers
 
 
+def test_each_lafuse_configuration_takes_each_place_in_the_round_order() -> None:
+    import harness
+
+    names = ["lafuse", "lafuse-fuse-all", "lafuse-cost", "lafuse-fuse-no-redundancy", "numpy", "jax"]
+    systems = {n: harness.SystemResult(n) for n in names}
+    orders = [[n for n, _ in harness.rotated(systems, r)] for r in range(8)]
+    assert all(sorted(o) == sorted(names) and o[4:] == ["numpy", "jax"] for o in orders)
+    for k in range(4):  # every lafuse configuration runs at every place, twice in eight rounds
+        assert sorted(o[k] for o in orders) == sorted(names[:4] * 2)
+    assert orders[1][:2] == ["lafuse-fuse-all", "lafuse-cost"] and orders[2][0] == "lafuse-cost"
+
+
 def test_a_documented_defect_of_another_system_is_flagged_not_fatal() -> None:
     """Workload.known_wrong: SystemDS 3.4's codegen computes other values for the mini-batch MLP (codegen
     off, NumPy, JAX and lafuse agree); the suite marks that system's mismatch KNOWN, with the evidence,
