@@ -8,8 +8,9 @@ kernels only hold the loops, so one compiled kernel serves every input format.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -205,9 +206,11 @@ def _one_blas_thread() -> None:
     """Why: a kernel's ``np.dot`` per block runs in every pool thread at once, and a BLAS that also
     spreads each product over all cores oversubscribes them. Measured on multiLogReg's 1e6 x 10
     Hessian-vector row kernel (2 threads): 16-18 ms with BLAS at 2 threads per call, 8.4 ms with 1.
-    The calling thread keeps its BLAS threads (unfused ``%*%`` uses them). Done in a pool thread's
-    first block of a kernel that calls BLAS, not when the pool starts: finding the setters imports
-    scipy's BLAS and scans the loaded libraries (0.05 s), which kernels without a product never need."""
+    Set in each pool thread for a BLAS whose count is per thread (MKL); ``_one_blas`` around the call
+    covers OpenBLAS's pthreads build, whose "local" setter sets the library's one count. Done in a
+    pool thread's first block of a kernel that calls BLAS, not when the pool starts: finding the
+    setters imports scipy's BLAS and scans the loaded libraries (0.05 s), which kernels without a
+    product never need."""
     if getattr(_LOCAL, "one_blas", False):
         return
     for fn in _setters():
@@ -237,16 +240,22 @@ def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
     kernel(b0, b1, *args)
 
 
-def _serial_with_one_blas_thread(kernel: Any, nb: int, args: tuple) -> None:
-    """A kernel's products run in the calling thread on one BLAS thread, its own count restored after.
-    Why: the products of a mini-batch's blocks are small, and the BLAS Numba calls (scipy's OpenBLAS)
-    is another library than NumPy's, whose threads still spin after the unfused products: both
-    pools' threads then share the cores. AutoEncoder's row kernels over 256 x 100 blocks took 0.97-1.23
-    ms a call in the calling thread with BLAS at 2 threads, 0.28 ms with 1."""
+@contextmanager
+def _one_blas() -> Iterator[None]:
+    """Every loaded BLAS at one thread while a kernel's products run, the calling thread's counts
+    restored after. Why restored: OpenBLAS's pthreads build (NumPy's and SciPy's wheels) has one
+    thread count per library, and ``openblas_set_num_threads_local`` sets it, whichever thread calls.
+    Set once in the pool threads and never reset, it left NumPy's BLAS at one thread for the rest of
+    the process: after one fused GNMF row kernel, the unfused ``t(W) %*% X`` (5e4 x 1000) took 47 ms
+    instead of 33, ``X %*% t(H)`` 82 instead of 50, and the cost-based policy's run of GNMF 1.4x the
+    unfused one. Why one thread: the products of a mini-batch's blocks are small, and the BLAS Numba
+    calls (SciPy's OpenBLAS) is another library than NumPy's, whose threads still spin after the
+    unfused products: AutoEncoder's row kernels over 256 x 100 blocks took 0.97-1.23 ms a call in the
+    calling thread with BLAS at 2 threads, 0.28 ms with 1."""
     setters = _setters()
     prev = [fn(1) for fn in setters]
     try:
-        kernel(0, nb, *args)
+        yield
     finally:
         for fn, p in zip(setters, prev):
             fn(p)
@@ -260,9 +269,11 @@ def launch(kernel: Any, nb: int, *args: Any) -> None:
         kernel = pick(args[0])
     # every call site passes (mode, rows, cols, ...): a thread gets PARALLEL_CELLS of the main at least
     t = min(threads(), nb, max(1, args[1] * args[2] // PARALLEL_CELLS))
+    blas = _uses_blas(kernel)
     if t <= 1:
-        if _uses_blas(kernel):
-            _serial_with_one_blas_thread(kernel, nb, args)
+        if blas:
+            with _one_blas():
+                kernel(0, nb, *args)
         else:
             kernel(0, nb, *args)
         return
@@ -271,8 +282,15 @@ def launch(kernel: Any, nb: int, *args: Any) -> None:
         if pool is None:
             pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-codegen")
     cuts = [nb * k // t for k in range(t + 1)]
-    run = partial(_blocks_with_blas, kernel) if _uses_blas(kernel) else kernel
-    futs = [pool.submit(run, cuts[k], cuts[k + 1], *args) for k in range(t)]
+    if not blas:
+        _run_pool(pool, kernel, cuts, args)
+        return
+    with _one_blas():
+        _run_pool(pool, partial(_blocks_with_blas, kernel), cuts, args)
+
+
+def _run_pool(pool: ThreadPoolExecutor, run: Any, cuts: list[int], args: tuple) -> None:
+    futs = [pool.submit(run, cuts[k], cuts[k + 1], *args) for k in range(len(cuts) - 1)]
     for f in futs:
         f.result()
 

@@ -691,29 +691,47 @@ def test_cell_all_csr_product_merge_intersects(agg, op):
             check(f"isect-{agg}-{op}", plan, [ins[0], ins[1], dense(ins[2])])
 
 
+def _blas_counts() -> dict[str, int]:
+    from threadpoolctl import threadpool_info
+
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
 def test_kernel_pool_threads_run_blas_on_one_thread():
-    """Every pool thread calls BLAS (np.dot per block) at once: each must not spread its products
-    over all cores too (runner._one_blas_thread, done by a pool thread's first block of a kernel
-    that calls BLAS). The setters report a thread's previous count."""
+    """Every pool thread calls BLAS (np.dot per block) at once: none may spread its products over all
+    cores too, so every loaded BLAS runs at one thread while such a kernel runs (runner._one_blas)."""
     from lafuse.codegen import runner
 
-    setters = runner._blas_local_setters()
-    assert setters, "no BLAS with a per-thread thread count is loaded (scipy's OpenBLAS has one)"
+    assert runner._blas_local_setters(), "no BLAS with a settable thread count is loaded"
+    seen: list[dict[str, int]] = []
+
+    def kernel(b0: int, b1: int, mode: int, n: int, m: int) -> None:  # a Python kernel: assumed to call BLAS
+        seen.append(_blas_counts())
+
+    runner.set_threads(2)
+    try:
+        runner.launch(kernel, 4, 0, 10 * runner.PARALLEL_CELLS, 2)
+    finally:
+        runner.set_threads(None)
+    assert seen and all(set(c.values()) == {1} for c in seen), seen
+
+
+def test_a_blas_kernel_leaves_the_callers_blas_threads_as_they_were():
+    """OpenBLAS's pthreads build has one thread count per library, whichever thread sets it: a row
+    kernel with products (pool threads, then the calling thread alone) must hand NumPy's unfused
+    ``%*%`` back the count it had. Before, it stayed at one thread after the first such kernel."""
+    from lafuse.codegen import runner
+
     plan, _ = row_plans()["tXXV"]
     rng = np.random.default_rng(3)
     rins = [rng.normal(size=(3000, 400)), rng.normal(size=(400, 1)), rng.normal(size=(400, 2)),
             rng.normal(size=(3000, 1)), np.zeros((3000, 400)), rng.normal(size=(1, 400)), 1.0]
-    op = compiled("row-tXXV", plan, threads=2)
-    assert runner._uses_blas(op._kernel)
-    op(rins)  # creates the 2-thread pool
-    pool = runner._POOLS[2]
-
-    def state() -> tuple[bool, list[int]]:
-        return getattr(runner._LOCAL, "one_blas", False), [fn(1) for fn in setters]
-
-    seen = [pool.submit(state).result() for _ in range(8)]
-    assert any(done for done, _ in seen)
-    assert all(v == 1 for done, got in seen if done for v in got)
+    before = _blas_counts()
+    for t in (2, 1):
+        op = compiled(f"row-tXXV-{t}", plan, threads=t)
+        assert runner._uses_blas(op._kernel)
+        op(rins)
+        assert _blas_counts() == before, t
 
 
 def test_cell_kernels_do_not_call_blas():
