@@ -4,6 +4,19 @@
 ``lafuse`` command runs DML files (see README.md).
 """
 
-from lafuse.compiler import run_dml
+import os as _os
+
+# OpenBLAS's idle threads spin for 2^THREAD_TIMEOUT cycles after a product before they sleep
+# (default 2^28, ~0.1 s here). A fused kernel after an unfused product then shares the cores with
+# NumPy's spinning BLAS thread: GNMF's W update with its row kernel (W * (X %*% t(H)) / ..., X 5e4 x
+# 1000, after the unfused W %*% (H %*% t(H))) took 67-73 ms an iteration, 38-43 ms with 2^18 cycles
+# (~0.1 ms), unfused 47-53 either way. Shorter hurts the other way: a mini-batch loop's small products
+# pay waking the threads (AutoEncoder's 256-row batches, medians of a run: 2^16 96 ms, 2^18 79,
+# default 80). Read when OpenBLAS loads, so only if NumPy is not imported yet; a value the
+# user set wins.
+BLAS_THREAD_TIMEOUT = "18"  # log2 of the cycles OpenBLAS's idle threads spin (OPENBLAS_THREAD_TIMEOUT)
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
+
+from lafuse.compiler import run_dml  # noqa: E402
 
 __all__ = ["run_dml"]
