@@ -142,6 +142,14 @@ SKINNY_GEMM_DIM = 64
 SKINNY_GEMM_FLOPS = 1.1e10
 SKINNY_GEMM_FLOPS_PER_DIM = 1.8e9
 SKINNY_GEMM_REF_FLOPS = 7.5e10
+# the middle dimension (second smallest of three) up to which SKINNY_GEMM_FLOPS caps the rate; above, the
+# cap grows as the square root of middle / this (operators.gemm_rate). Measured (NumPy, 2 threads, 160 MB
+# tall operand, best of 5) X %*% V | t(A) %*% X in GFLOP/s with V, A of k = 10 | 20 | 50 columns: X of
+# 50 columns 21/17 | 27/28 | 35/18, 300 columns 16/21 | 28/37 | 46/57, 1000 columns 18/31 | 37/53 |
+# 59/71; with the per-dimension rate the model prices them at 14 | 14 | 14, 23 | 35 | 35, 23 | 46 | 63
+# (blas_flops 9.6e10), within 1.5x of both but X %*% V over 300 and 1000 columns at k = 10 (16, 18) and
+# t(A) %*% X over 50 columns at k = 50 (18); the flat cap priced every one at 14
+SKINNY_GEMM_MID_REF = 50.0
 # the rate of such a product whose operands and result fit the cache (a mini-batch's), as a share of the
 # calibrated blas_flops (large square products): measured 256 x 100 times 100 x 50 43 GFLOP/s, 100 x 256
 # times 256 x 50 41, 1000 x 100 times 100 x 50 48 against 75 calibrated (NumPy, 2 threads, best of 2000)

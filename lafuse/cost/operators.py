@@ -240,7 +240,8 @@ def kernel_slowdown(prof: HardwareProfile) -> float:
     return K.KERNEL_CONSTANTS_ELEMENTWISE_RATE / max(prof.elementwise_rate, 1.0)
 
 
-def gemm_rate(prof: HardwareProfile, small_dim: float, ws_bytes: float = float("inf")) -> float:
+def gemm_rate(prof: HardwareProfile, small_dim: float, ws_bytes: float = float("inf"),
+              mid_dim: float = 0.0) -> float:
     """FLOP/s of a dense BLAS product whose smallest dimension is ``small_dim`` and whose operands and
     result take ``ws_bytes``: the calibrated rate, or far less for a product with a small dimension
     (constants.SKINNY_GEMM_FLOPS, measured over 1e6 rows). That cap is the memory traffic of a tall
@@ -250,11 +251,16 @@ def gemm_rate(prof: HardwareProfile, small_dim: float, ws_bytes: float = float("
     estimated at 2.3x their time, and its fused row kernels, which do the same products per block,
     looked cheap. Not a mix weighted by the cached share: X 1e5 x 50 times 50 x 10 (40 MB) runs near
     the cap (8-11 GFLOP/s measured), a mix priced it at 18, and the cost policy stopped fusing
-    KMeans' distance kernels."""
+    KMeans' distance kernels. The cap rises with the product's middle dimension ``mid_dim`` (the
+    second smallest of its three) beyond SKINNY_GEMM_MID_REF, as the square root of their ratio: with
+    one small dimension only, OpenBLAS blocks the other two. Why: GNMF's X %*% t(H) and t(W) %*% X
+    (5e4 x 1000, rank 10) were priced at 71 ms, ran 33-57, and the cost policy fused the first
+    into a row kernel no faster than it (constants.SKINNY_GEMM_MID_REF)."""
     if 1 < small_dim <= K.SKINNY_GEMM_DIM:
         scale = prof.blas_flops / K.SKINNY_GEMM_REF_FLOPS
         cached = ws_bytes <= prof.cache_bytes * K.CACHE_SHARE
-        cap = prof.blas_flops * K.CACHED_SKINNY_GEMM_SHARE if cached else K.SKINNY_GEMM_FLOPS * scale
+        wide = max(1.0, mid_dim / K.SKINNY_GEMM_MID_REF) ** 0.5
+        cap = prof.blas_flops * K.CACHED_SKINNY_GEMM_SHARE if cached else K.SKINNY_GEMM_FLOPS * scale * wide
         return min(cap, small_dim * K.SKINNY_GEMM_FLOPS_PER_DIM * scale)
     return prof.blas_flops
 
@@ -328,8 +334,8 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         flops, blas = _matmult_flops(mats[0], mats[1])
         if blas:
             op_time = flops / prof.blas_flops + mem_times(prof, 0.0, write * K.BLAS_RESULT_PASSES)[1]
-            op_time = max(op_time, flops / gemm_rate(prof, min(mats[0].rows, mats[0].cols, mats[1].cols),
-                                                     read + write))
+            dims = sorted((mats[0].rows, mats[0].cols, mats[1].cols))
+            op_time = max(op_time, flops / gemm_rate(prof, dims[0], read + write, dims[1]))
             if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
                 tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
                 transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
@@ -353,7 +359,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             return Cost(c.io, 2.0 * c.compute, c.exact)
         k, n = sorted((max(q.rows, 1.0), max(q.cols, 1.0)))
         read = x.bytes + 2.0 * q.bytes  # X, and v and w (of q's size at most)
-        op_time = 4.0 * x.cells * k / gemm_rate(prof, k, read + write)
+        op_time = 4.0 * x.cells * k / gemm_rate(prof, k, read + write, n)
         if k <= K.SKINNY_MM_COLS:
             op_time = max(op_time, n * (K.SKINNY_MM_ROW_TIME + K.SKINNY_TMM_ROW_TIME) * kernel_slowdown(prof))
     elif opcode in FACTORIZATIONS and mats:
