@@ -36,3 +36,27 @@ def test_errors():
         lafuse.run_dml("y = x + 1", outputs=["y"])  # x is not bound
     with pytest.raises(DMLRuntimeError):
         lafuse.run_dml("if (FALSE) { y = 1 }", outputs=["y"])
+
+
+def _blas_timeout_in_fresh_process(env_value: str | None) -> tuple[str, int]:
+    """(OPENBLAS_THREAD_TIMEOUT seen after ``import lafuse``, NumPy's BLAS threads) in a new process."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if env_value is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = env_value
+    code = ("import os, lafuse\nfrom threadpoolctl import threadpool_info\n"
+            "print(os.environ['OPENBLAS_THREAD_TIMEOUT'], len(threadpool_info()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    value, libs = out.stdout.split()
+    return value, int(libs)
+
+
+def test_openblas_idle_spin_is_shortened_unless_the_user_chose():
+    """lafuse sets OpenBLAS's idle-thread spin (lafuse.BLAS_THREAD_TIMEOUT) before NumPy loads it; a
+    value in the environment is the user's and stays."""
+    value, libs = _blas_timeout_in_fresh_process(None)
+    assert value == lafuse.BLAS_THREAD_TIMEOUT and libs >= 1
+    assert _blas_timeout_in_fresh_process("25")[0] == "25"
