@@ -13,10 +13,10 @@ Only what the kernel's own dense fast path computes as one NumPy ufunc call is d
 shape, a scalar, or a row or column vector broadcast that is not a narrow one): ``f(a, b, out=a)``
 gives the same values as ``f(a, b)``. One register read twice (``(X - W %*% H) ^ 2``, which the
 rewrites turn into ``D * D``) counts as one dying operand: ``f(a, a, out=a)`` reads each cell before
-it writes it. Without it GNMF's last statement allocated 400 MB for that product, and a fresh
-allocation that large is where this host's transparent huge pages stall on compaction: the ``*``
-took 0.06 s in most runs and 0.5-1.1 s in one of three. Anything else calls the kernel. Fused kernels remember that an
-array holds no NaN/Inf (codegen.finite); an array updated in place is forgotten there.
+it writes it. That spares GNMF's last statement one of its two 400 MB allocations; fresh allocations
+that large are where this host's transparent huge pages stall on compaction (that ``*`` took 0.06 s
+in most runs, 0.5-1.1 s in two of six). Anything else calls the kernel. Fused kernels remember that
+an array holds no NaN/Inf (codegen.finite); an array updated in place is forgotten there.
 """
 
 from __future__ import annotations
