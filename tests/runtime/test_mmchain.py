@@ -4,6 +4,8 @@ partial last blocks, broadcasting ``w``), and that everything else is left as it
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -202,3 +204,25 @@ def test_the_fusion_optimizer_prices_an_unfused_chain_as_the_instruction(big: di
         assert unfused_cost(hops, prof, None) == pytest.approx(
             instruction_cost("mmchain", outer[0], prof).compute)
         assert unfused_cost(hops[:2], prof, None) == pytest.approx(sum(basic_cost(h, prof) for h in hops[:2]))
+
+
+def test_the_blocked_pass_splits_rows_by_the_thread_budget_and_restores_blas(monkeypatch: pytest.MonkeyPatch):
+    """One row range per thread of the run's budget (runtime.threads), BLAS at one thread inside the
+    ranges and back to its count after; one thread runs the ranges in the calling thread."""
+    from threadpoolctl import threadpool_info
+
+    from lafuse.runtime import threads
+
+    monkeypatch.setattr(la, "MMCHAIN_MIN_BYTES", 0)
+    monkeypatch.setattr(la, "MMCHAIN_BLOCK_BYTES", 8 * 6 * 5)
+    rng = np.random.default_rng(7)
+    x, v, w = rng.standard_normal((203, 6)), rng.standard_normal((6, 2)), rng.standard_normal((203, 1))
+    ref = _reference(x, v, w, True)
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    for budget in (1, 2, 3):
+        with threads.blas_limited(budget):
+            assert threads.budget() == min(budget, os.cpu_count() or 1)
+            got = la.mmchain_blocked(x, v, w, True)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+    assert threads.budget() == (os.cpu_count() or 1)

@@ -12,11 +12,13 @@ loop in Python.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.runtime import threads
 from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
 from lafuse.runtime.local.kernels_elementwise import make_binary
 from lafuse.runtime.sparse import sp
@@ -47,22 +49,39 @@ def k_matmult(a: Any, b: Any) -> Any:
 
 k_matmult.dense_matmul = True  # type: ignore[attr-defined]  # a @ b for dense operands (runtime.straight)
 
-# Row blocks of the blocked t(X) %*% (w * (X %*% v)): 4 MiB, the two cores' L2 (2 MiB each), so the
-# second product reads the block from cache. Measured (NumPy + OpenBLAS, 2 threads; X 1e5 x 1000,
-# 2e5 x 500, 1e6 x 100, 2.5e4 x 4000, v one column): 1.4-1.6x faster than the two products at 4 MiB,
-# none at 1-2 MiB, 1.2-1.4x at 8-16 MiB.
-MMCHAIN_BLOCK_BYTES = 4 << 20
+# Row blocks of the blocked t(X) %*% (w * (X %*% v)): each thread multiplies its own blocks twice,
+# both products on one BLAS thread, so the second reads the block from its core's L2 (2 MiB). Measured
+# (GLM's X 1e6 x 100, v one column, 2 threads, median of 10 calls per process, five processes): 44-46 ms
+# at 1 MiB, 45-47 at 2 MiB, 44-46 at 512 KiB; one 4 MiB block at a time through BLAS's own two threads
+# took 53-56 ms in some processes and 83-89 in others, the plain two products 95-104 ms.
+MMCHAIN_BLOCK_BYTES = 1 << 20
 MMCHAIN_MIN_BYTES = 16 << 20  # smaller X: the second product reads it from the 32 MiB L3 anyway
 MMCHAIN_MAX_COLS = 16  # columns of v: beyond, X %*% V is a product of its own rather than a pass
 _MUL = make_binary("*")  # the chain's * where the blocked pass does not apply
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _chain_rows(x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, lo: int, hi: int, b: int) -> np.ndarray:
+    r = np.zeros((x.shape[1], v.shape[1]))
+    with errstate():
+        for i in range(lo, hi, b):
+            e = min(hi, i + b)
+            xb = x[i:e]
+            q = xb @ v
+            if w is not None:
+                q = w[i:e] * q if w_first else q * w[i:e]
+            r += xb.T @ q
+    return r
 
 
 def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.ndarray | None:
     """``t(X) %*% (X %*% v)`` (``w`` None) or ``t(X) %*% (w * (X %*% v))`` as one pass over a dense X
     in row blocks, each multiplied twice while it is in cache: SystemML's hand-coded mmchain operator,
-    a single scan over X (paper 001 §5), for plans that leave the chain unfused. None where the plain
-    products are the right code: a sparse or small X, a wide v, a w neither a column nor of the
-    product's shape."""
+    a single scan over X (paper 001 §5), for plans that leave the chain unfused. The rows are split
+    into one contiguous range per thread of the run's budget (runtime.threads), each summed on its
+    own and added in range order, so the result depends on the thread count, not on scheduling. None
+    where the plain products are the right code: a sparse or small X, a wide v, a w neither a column
+    nor of the product's shape."""
     if type(x) is not ndarray or type(v) is not ndarray or x.dtype != F64 or not x.flags.c_contiguous:
         return None
     n, m = x.shape
@@ -72,14 +91,19 @@ def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.n
     if w is not None and (type(w) is not ndarray or w.shape not in ((n, 1), (n, k))):
         return None
     b = max(1, MMCHAIN_BLOCK_BYTES // (8 * m))
-    r = np.zeros((m, k))
-    with errstate():
-        for i in range(0, n, b):
-            xb = x[i:i + b]
-            q = xb @ v
-            if w is not None:
-                q = w[i:i + b] * q if w_first else q * w[i:i + b]
-            r += xb.T @ q
+    t = min(threads.budget(), -(-n // b))
+    if t <= 1:
+        return _chain_rows(x, v, w, w_first, 0, n, b)
+    pool = _POOLS.get(t)
+    if pool is None:
+        pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-mmchain")
+    cuts = [n * j // t for j in range(t + 1)]
+    with threads.blas_single():
+        futs = [pool.submit(_chain_rows, x, v, w, w_first, cuts[j], cuts[j + 1], b) for j in range(t)]
+        parts = [f.result() for f in futs]
+    r = parts[0]
+    for p in parts[1:]:
+        r += p
     return r
 
 
