@@ -50,11 +50,12 @@ def k_matmult(a: Any, b: Any) -> Any:
 k_matmult.dense_matmul = True  # type: ignore[attr-defined]  # a @ b for dense operands (runtime.straight)
 
 # Row blocks of the blocked t(X) %*% (w * (X %*% v)): each thread multiplies its own blocks twice,
-# both products on one BLAS thread, so the second reads the block from its core's L2 (2 MiB). Measured
-# (GLM's X 1e6 x 100, v one column, 2 threads, median of 10 calls per process, five processes): 44-46 ms
-# at 1 MiB, 45-47 at 2 MiB, 44-46 at 512 KiB; one 4 MiB block at a time through BLAS's own two threads
-# took 53-56 ms in some processes and 83-89 in others, the plain two products 95-104 ms.
-MMCHAIN_BLOCK_BYTES = 1 << 20
+# both products on one BLAS thread, so the second reads the block from cache. Measured (2 threads,
+# median of 7 calls, two processes each, random X, v one column): X 1e5 x 1000 at 1 / 2 / 4 / 8 MiB
+# 62 / 52-55 / 36 / 40-42 ms, X 1e6 x 100 56 / 47-55 / 51-57 / 60-63 ms; the plain two products 53-57
+# and 90 ms. One 4 MiB block at a time through BLAS's own two threads (before) took GLM's X 1e6 x 100
+# 53-56 ms a call in some processes and 83-89 in others.
+MMCHAIN_BLOCK_BYTES = 4 << 20
 MMCHAIN_MIN_BYTES = 16 << 20  # smaller X: the second product reads it from the 32 MiB L3 anyway
 MMCHAIN_MAX_COLS = 16  # columns of v: beyond, X %*% V is a product of its own rather than a pass
 _MUL = make_binary("*")  # the chain's * where the blocked pass does not apply
