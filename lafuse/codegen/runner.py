@@ -8,9 +8,8 @@ kernels only hold the loops, so one compiled kernel serves every input format.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,6 +32,7 @@ from lafuse.fusion.cplan import (
     SCALAR,
     finite_required,
 )
+from lafuse.runtime import threads as pools
 from lafuse.runtime.sparse import sp
 
 F64 = np.float64
@@ -158,10 +158,6 @@ def blocks(n: int, m: int, acc: int = 0, max_cells: int = 0) -> tuple[int, int]:
     return rpb, -(-n // rpb) if n > 0 else 0
 
 
-_POOLS: dict[int, ThreadPoolExecutor] = {}
-_POOL_LOCK = threading.Lock()
-
-
 _LOCAL = threading.local()
 
 
@@ -181,50 +177,6 @@ def threads() -> int:
     return int(t)
 
 
-def _blas_local_setters() -> list[Any]:
-    """Functions that set the calling thread's own BLAS thread count (OpenBLAS >= 0.3.27 and MKL
-    have one) of every BLAS loaded in the process, via threadpoolctl; scipy's BLAS, which Numba's
-    ``np.dot`` calls, is loaded first."""
-    try:
-        import scipy.linalg.cython_blas  # noqa: F401
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return []
-    out = []
-    for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
-        for name in ("openblas_set_num_threads_local", "mkl_set_num_threads_local"):
-            fn = getattr(getattr(lib, "dynlib", None), name, None)
-            if fn is not None:
-                out.append(fn)
-    return out
-
-
-_SETTERS: list[list[Any]] = []  # _blas_local_setters(), found once per process
-
-
-def _one_blas_thread() -> None:
-    """Why: a kernel's ``np.dot`` per block runs in every pool thread at once, and a BLAS that also
-    spreads each product over all cores oversubscribes them. Measured on multiLogReg's 1e6 x 10
-    Hessian-vector row kernel (2 threads): 16-18 ms with BLAS at 2 threads per call, 8.4 ms with 1.
-    Set in each pool thread for a BLAS whose count is per thread (MKL); ``_one_blas`` around the call
-    covers OpenBLAS's pthreads build, whose "local" setter sets the library's one count. Done in a
-    pool thread's first block of a kernel that calls BLAS, not when the pool starts: finding the
-    setters imports scipy's BLAS and scans the loaded libraries (0.05 s), which kernels without a
-    product never need."""
-    if getattr(_LOCAL, "one_blas", False):
-        return
-    for fn in _setters():
-        fn(1)
-    _LOCAL.one_blas = True
-
-
-def _setters() -> list[Any]:
-    with _POOL_LOCK:
-        if not _SETTERS:
-            _SETTERS.append(_blas_local_setters())
-    return _SETTERS[0]
-
-
 def _uses_blas(kernel: Any) -> bool:
     """The generated kernel calls BLAS (``prims.mm``, gen_row_block); a kernel that is not a Numba
     dispatcher is assumed to."""
@@ -236,29 +188,13 @@ def _uses_blas(kernel: Any) -> bool:
 
 
 def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
-    _one_blas_thread()
+    """Why one BLAS thread: a kernel's ``np.dot`` per block runs in every pool thread at once, and a
+    BLAS that also spreads each product over all cores oversubscribes them (multiLogReg's 1e6 x 10
+    Hessian-vector row kernel on 2 threads: 16-18 ms with BLAS at 2 threads per call, 8.4 ms with 1).
+    Set in a pool thread's first block of a kernel that calls BLAS, not when the pool starts: finding
+    the setters imports SciPy's BLAS (kernels without a product never need it)."""
+    pools.blas_single_thread()
     kernel(b0, b1, *args)
-
-
-@contextmanager
-def _one_blas() -> Iterator[None]:
-    """Every loaded BLAS at one thread while a kernel's products run, the calling thread's counts
-    restored after. Why restored: OpenBLAS's pthreads build (NumPy's and SciPy's wheels) has one
-    thread count per library, and ``openblas_set_num_threads_local`` sets it, whichever thread calls.
-    Set once in the pool threads and never reset, it left NumPy's BLAS at one thread for the rest of
-    the process: after one fused GNMF row kernel, the unfused ``t(W) %*% X`` (5e4 x 1000) took 47 ms
-    instead of 33, ``X %*% t(H)`` 82 instead of 50, and the cost-based policy's run of GNMF 1.4x the
-    unfused one. Why one thread: the products of a mini-batch's blocks are small, and the BLAS Numba
-    calls (SciPy's OpenBLAS) is another library than NumPy's, whose threads still spin after the
-    unfused products: AutoEncoder's row kernels over 256 x 100 blocks took 0.97-1.23 ms a call in the
-    calling thread with BLAS at 2 threads, 0.28 ms with 1."""
-    setters = _setters()
-    prev = [fn(1) for fn in setters]
-    try:
-        yield
-    finally:
-        for fn, p in zip(setters, prev):
-            fn(p)
 
 
 def launch(kernel: Any, nb: int, *args: Any) -> None:
@@ -270,22 +206,25 @@ def launch(kernel: Any, nb: int, *args: Any) -> None:
     # every call site passes (mode, rows, cols, ...): a thread gets PARALLEL_CELLS of the main at least
     t = min(threads(), nb, max(1, args[1] * args[2] // PARALLEL_CELLS))
     blas = _uses_blas(kernel)
+    if blas:  # Numba's np.dot calls SciPy's BLAS: loaded before its thread count is looked for
+        import scipy.linalg.cython_blas  # noqa: F401
+    # with products, BLAS at one thread in the calling thread too: a mini-batch's blocks are small, and
+    # the BLAS Numba calls (SciPy's OpenBLAS) is another library than NumPy's, whose threads still spin
+    # after the unfused products (AutoEncoder's row kernels over 256 x 100 blocks: 0.97-1.23 ms a call
+    # with BLAS at 2 threads, 0.28 ms with 1)
     if t <= 1:
         if blas:
-            with _one_blas():
+            with pools.blas_single():
                 kernel(0, nb, *args)
         else:
             kernel(0, nb, *args)
         return
-    with _POOL_LOCK:
-        pool = _POOLS.get(t)
-        if pool is None:
-            pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-codegen")
+    pool = pools.pool(t)
     cuts = [nb * k // t for k in range(t + 1)]
     if not blas:
         _run_pool(pool, kernel, cuts, args)
         return
-    with _one_blas():
+    with pools.blas_single():
         _run_pool(pool, partial(_blocks_with_blas, kernel), cuts, args)
 
 

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _BUDGET: list[int] = []  # the run's thread budget while blas_limited is active (innermost last)
-_BLAS: list[Any] = []  # threadpoolctl's controllers of the loaded BLAS libraries, found once
+_SETTERS: dict[bool, list[Callable[[int], int]]] = {}  # blas_setters() by SciPy's BLAS loaded
+_POOLS: dict[int, ThreadPoolExecutor] = {}  # pool(t)
+_LOCK = threading.Lock()
+_LOCAL = threading.local()
 
 
 @contextlib.contextmanager
@@ -43,21 +49,77 @@ def budget() -> int:
     return max(1, min(_BUDGET[-1], cores)) if _BUDGET else cores
 
 
+def pool(t: int) -> ThreadPoolExecutor:
+    """The process's executor of ``t`` worker threads, shared by every operator that splits its work
+    itself (fused kernels, the blocked mmchain): started once, not per call."""
+    with _LOCK:
+        p = _POOLS.get(t)
+        if p is None:
+            p = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-pool")
+    return p
+
+
+def _blas_setters() -> list[Callable[[int], int]]:
+    """For every loaded BLAS, a function that sets its thread count and returns the previous one:
+    the library's calling-thread setter where it has one (OpenBLAS >= 0.3.27, MKL), else
+    threadpoolctl's."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return []
+    out: list[Callable[[int], int]] = []
+    for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+        dyn = getattr(lib, "dynlib", None)
+        local = [getattr(dyn, n, None) for n in ("openblas_set_num_threads_local", "mkl_set_num_threads_local")]
+        fn = next((f for f in local if f is not None), None)
+        out.append(fn if fn is not None else _via_controller(lib))
+    return out
+
+
+def _via_controller(lib: Any) -> Callable[[int], int]:
+    def set_count(n: int) -> int:
+        prev = int(lib.num_threads)
+        lib.set_num_threads(n)
+        return prev
+
+    return set_count
+
+
+def blas_setters() -> list[Callable[[int], int]]:
+    """``_blas_setters()`` of the libraries loaded now, found once per process, and once more after
+    SciPy's BLAS (which Numba's ``np.dot`` calls) has been loaded. Not loaded here: SciPy's linear
+    algebra takes ~0.16 s to import, which the blocked mmchain (NumPy's BLAS only) need not pay."""
+    scipy_blas = "scipy.linalg.cython_blas" in sys.modules
+    with _LOCK:
+        found = _SETTERS.get(scipy_blas)
+        if found is None:
+            found = _SETTERS[scipy_blas] = _blas_setters()
+    return found
+
+
 @contextlib.contextmanager
 def blas_single() -> Iterator[None]:
-    """Every loaded BLAS at one thread while the block runs, the counts restored after: for operators
-    that call BLAS from several threads of their own (OpenBLAS's pthreads build keeps one count per
-    library, whichever thread sets it). Finding the libraries takes ~4 ms, once per process."""
-    if not _BLAS:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS.append(ThreadpoolController().select(user_api="blas").lib_controllers)
-    libs = _BLAS[0]
-    prev = [lib.num_threads for lib in libs]
-    for lib in libs:
-        lib.set_num_threads(1)
+    """Every loaded BLAS at one thread while the block runs, the calling thread's counts restored
+    after: for operators that call BLAS from several threads of their own. Why restored: OpenBLAS's
+    pthreads build (NumPy's and SciPy's wheels) keeps one count per library, whichever thread sets
+    it; left at one, NumPy's unfused products ran on one thread for the rest of the process (after
+    one fused GNMF row kernel, ``t(W) %*% X`` at 5e4 x 1000 took 47 ms instead of 33). Pool threads
+    also call ``blas_single_thread`` (a BLAS whose count is per thread, MKL)."""
+    setters = blas_setters()
+    prev = [fn(1) for fn in setters]
     try:
         yield
     finally:
-        for lib, n in zip(libs, prev):
-            lib.set_num_threads(n)
+        for fn, p in zip(setters, prev, strict=True):
+            fn(p)
+
+
+def blas_single_thread() -> None:
+    """One BLAS thread for the calling pool thread, set once per thread and kept (pool threads run
+    only such work): where the count is per thread, the caller's ``blas_single`` does not reach them."""
+    setters = blas_setters()
+    if getattr(_LOCAL, "one_blas", None) is setters:  # (set again once SciPy's BLAS has been found)
+        return
+    for fn in setters:
+        fn(1)
+    _LOCAL.one_blas = setters

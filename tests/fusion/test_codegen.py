@@ -699,10 +699,11 @@ def _blas_counts() -> dict[str, int]:
 
 def test_kernel_pool_threads_run_blas_on_one_thread():
     """Every pool thread calls BLAS (np.dot per block) at once: none may spread its products over all
-    cores too, so every loaded BLAS runs at one thread while such a kernel runs (runner._one_blas)."""
+    cores too, so every loaded BLAS runs at one thread while such a kernel runs (threads.blas_single)."""
     from lafuse.codegen import runner
+    from lafuse.runtime import threads
 
-    assert runner._blas_local_setters(), "no BLAS with a settable thread count is loaded"
+    assert threads.blas_setters(), "no BLAS with a settable thread count is loaded"
     seen: list[dict[str, int]] = []
 
     def kernel(b0: int, b1: int, mode: int, n: int, m: int) -> None:  # a Python kernel: assumed to call BLAS

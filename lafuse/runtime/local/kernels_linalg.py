@@ -12,7 +12,6 @@ loop in Python.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,11 @@ MMCHAIN_BLOCK_BYTES = 4 << 20
 MMCHAIN_MIN_BYTES = 16 << 20  # smaller X: the second product reads it from the 32 MiB L3 anyway
 MMCHAIN_MAX_COLS = 16  # columns of v: beyond, X %*% V is a product of its own rather than a pass
 _MUL = make_binary("*")  # the chain's * where the blocked pass does not apply
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _chain_rows_single(x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, lo: int, hi: int, b: int) -> np.ndarray:
+    threads.blas_single_thread()
+    return _chain_rows(x, v, w, w_first, lo, hi, b)
 
 
 def _chain_rows(x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, lo: int, hi: int, b: int) -> np.ndarray:
@@ -95,12 +98,10 @@ def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.n
     t = min(threads.budget(), -(-n // b))
     if t <= 1:
         return _chain_rows(x, v, w, w_first, 0, n, b)
-    pool = _POOLS.get(t)
-    if pool is None:
-        pool = _POOLS[t] = ThreadPoolExecutor(max_workers=t, thread_name_prefix="lafuse-mmchain")
+    pool = threads.pool(t)
     cuts = [n * j // t for j in range(t + 1)]
     with threads.blas_single():
-        futs = [pool.submit(_chain_rows, x, v, w, w_first, cuts[j], cuts[j + 1], b) for j in range(t)]
+        futs = [pool.submit(_chain_rows_single, x, v, w, w_first, cuts[j], cuts[j + 1], b) for j in range(t)]
         parts = [f.result() for f in futs]
     r = parts[0]
     for p in parts[1:]:
