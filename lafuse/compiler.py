@@ -78,11 +78,6 @@ class Compiler:
             self.stats.compile_time += time.perf_counter() - t1
         return prog
 
-    def compile_file(self, path: str) -> Program:
-        from lafuse.lang.parser import read_source
-
-        return self.compile_text(read_source(path), path)
-
     def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,6 @@ class Config:
             raise ValueError(f"{path}: unknown config keys {unknown}; known: {sorted(names)}")
         return replace(base or Config(), **{k: check_value(k, v, path) for k, v in data.items()})
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # fields with a fixed set of values, and numeric fields with their lower bound (inclusive unless
@@ -151,10 +149,6 @@ _current: list[Config] = [Config()]
 
 def get() -> Config:
     return _current[-1]
-
-
-def set_global(cfg: Config) -> None:
-    _current[0] = cfg
 
 
 @contextlib.contextmanager

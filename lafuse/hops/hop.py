@@ -139,11 +139,3 @@ def walk(roots: list[Hop]) -> list[Hop]:
                     seen.add(h.id)
                     order.append(h)
     return order
-
-
-def parents_map(roots: list[Hop]) -> dict[int, list[Hop]]:
-    out: dict[int, list[Hop]] = {}
-    for h in walk(roots):
-        for c in h.inputs:
-            out.setdefault(c.id, []).append(h)
-    return out

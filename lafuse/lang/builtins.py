@@ -35,10 +35,6 @@ class BuiltinSpec:
     def param_names(self) -> tuple[str, ...]:
         return tuple(p for p, _ in self.params)
 
-    @property
-    def min_args(self) -> int:
-        return sum(1 for _, d in self.params if d is REQUIRED)
-
 
 def _s(name, params, kind, out, varargs=False, nout=1):
     ps = []

@@ -272,11 +272,5 @@ def num_literal(h: Hop) -> float | int | None:
     return None
 
 
-def same_type(a: Hop, b: Hop) -> bool:
-    """Same data and value type, both known (a rewrite that swaps them keeps printing identical)."""
-    return a.dt == b.dt and a.vt == b.vt and a.dt in (MATRIX, SCALAR) and (
-        a.dt == MATRIX or a.vt in (INT, DOUBLE, BOOLEAN, STRING))
-
-
 def same_dims(a: Hop, b: Hop) -> bool:
     return a.dims_known and b.dims_known and a.rows == b.rows and a.cols == b.cols

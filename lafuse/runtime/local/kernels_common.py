@@ -127,13 +127,6 @@ def need_float(v: Any, fname: str, what: str = "argument") -> float:
     return float(need_number(v, fname, what))
 
 
-def need_bool(v: Any, fname: str, what: str = "argument") -> bool:
-    v = norm_scalar(v)
-    if isinstance(v, str):
-        return v.lower() == "true"
-    return bool(need_number(v, fname, what) != 0)
-
-
 # ----------------------------------------------------------------------- Java number semantics
 
 def java_long(x: float) -> int:

@@ -271,14 +271,6 @@ def _value_stream(seed: int, n: int, normal: bool) -> np.ndarray:
 # MatrixBlock.evalSparseFormatInMemory (MCSR default sparse block vs FP64 dense block)
 # --------------------------------------------------------------------------------------------------
 
-def _int_array_cost(n: int) -> float:
-    c = 28.0
-    if n <= 1:
-        return c + 4.0
-    c += 4.0 * n
-    return c + 4.0 if n % 2 == 0 else c
-
-
 def _mcsr_size(nrows: int, ncols: int, sparsity: float) -> float:
     """SparseBlockMCSR.estimateSizeInMemory (without the MatrixBlock header, which both sides share)."""
     nnz = math.ceil(sparsity * nrows * ncols)
