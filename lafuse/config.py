@@ -59,7 +59,7 @@ class Config:
     # used kernels are evicted (lafuse.cachefiles); 0: no bound
     cache_max_bytes: int = 256 << 20
     scheduler: str | None = None
-    # builtin script search path (inventory 0): lafuse/builtins first, then these
+    # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own
     # scripts/builtin directory given as builtin_dirs) resolve each other rather than lafuse's versions

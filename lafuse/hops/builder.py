@@ -3,7 +3,7 @@
 The builder walks statements in order, keeping a compile-time environment (variable -> data type,
 value type, dims) across blocks. Consecutive assignments and calls form one generic block whose
 DAG reads block inputs through TReads and publishes every assigned variable through a TWrite;
-liveness later drops the TWrites nobody reads (dead code, inventory 4.2).
+liveness later drops the TWrites nobody reads (dead code, dml-semantics §2).
 """
 
 from __future__ import annotations
@@ -406,7 +406,7 @@ class Builder:
                     (not math.isfinite(v) or int(v) < 1 or (n >= 0 and int(v) > n)):  # (NaN, Inf: never inside)
                 src = written[k]
                 at = src.span if src is not None and src.span.line > 0 else e.span  # the offending index
-                # deferred: only an error if the indexing survives dead-code removal (inventory 4.2)
+                # deferred: only an error if the indexing survives dead-code removal (dml-semantics §2)
                 shown = v if math.isfinite(v) else "NaN" if v != v else "Infinity" if v > 0 else "-Infinity"
                 h.params.setdefault("error", DMLValidationError(
                     f"{dim} index {shown} is out of bounds for '{e.name}' with {n if n >= 0 else '?'} {dim}s", at))
@@ -439,7 +439,7 @@ class Builder:
             h = Hop(op, "binary", [a, b], MATRIX, DOUBLE, span)
             sizes.infer(h)
             return h
-        # scalar-scalar typing (SystemDS promotion rules, inventory 4.6)
+        # scalar-scalar typing (SystemDS promotion rules, dml-semantics §4)
         if op in ARITH:
             if STRING in (a.vt, b.vt):
                 if op != "+":

@@ -1,7 +1,7 @@
 """Live-variable analysis over statement blocks, and removal of dead TWrites.
 
 Why this is semantics, not only speed: SystemDS scripts rely on dead assignments never running
-(steplm's ``beta_best = beta_out_all[, column_best]`` with ``column_best = 0``, inventory 4.2).
+(steplm's ``beta_best = beta_out_all[, column_best]`` with ``column_best = 0``, dml-semantics §2).
 A TWrite whose variable is not live after its block is dropped, and with it every HOP only it used.
 """
 

@@ -253,7 +253,7 @@ class Ctx:
 
 
 def scalar_arith_vt(op: str, a: str, b: str) -> str:
-    """SystemDS scalar typing of arithmetic (inventory 4.6): int op int stays INT except / and ^."""
+    """SystemDS scalar typing of arithmetic (dml-semantics §4): int op int stays INT except / and ^."""
     if op in ("<", "<=", ">", ">=", "==", "!=", "&", "|"):
         return BOOLEAN
     if STRING in (a, b):

@@ -7,7 +7,7 @@ Lines are compared token by token. A line is split into numbers and the text bet
   (the absolute floor only matters for values near zero); ``NaN`` equals ``NaN``; ``Infinity`` and
   ``-Infinity`` only equal themselves;
 * the *kind* of a number must match: an integer spelling (``3``) never equals a double spelling (``3.0``),
-  because SystemDS prints INT64 and FP64 scalars differently (inventory 4.6);
+  because SystemDS prints INT64 and FP64 scalars differently (dml-semantics §4);
 * when both spellings use an exponent, the exponent marker must agree (Java prints ``1.0E-7``, never ``1e-07``).
 
 Numbers are recognised in Java's spellings: ``12``, ``-0.5``, ``1.0E-7``, ``Infinity``, ``-Infinity``, ``NaN``.

@@ -1,7 +1,7 @@
 """SystemDS's own algorithm scripts, unmodified, run by lafuse and by SystemDS 3.4.0: the results must agree.
 
 Each ``algorithms/<name>.dml`` driver reads generated data (``algodata.py``), calls one script builtin with
-every argument named (SystemDS leaks named arguments between calls, inventory 4.11b) and writes every output.
+every argument named (SystemDS leaks named arguments between calls, dml-semantics §5(b)) and writes every output.
 lafuse runs it with ``--builtins <SystemDS's scripts/builtin, extracted from the installed jar>
 --no-lafuse-builtins``, so the exact shipped scripts execute. Every written matrix and every printed number
 must agree to ``RTOL`` (relative; see ``compare.max_rel_diff`` for how cells near zero are measured).
@@ -19,7 +19,7 @@ from . import compare, corpus
 
 RTOL = 1e-8
 
-# inventory section 0: the 25 core scripts and the 3 they call
+# the core set (dml-semantics §1): the 25 SystemDS builtin scripts lafuse runs unmodified and the 3 they call
 CORE = """l2svm l2svmPredict lm lmDS lmCG lmPredict multiLogReg multiLogRegPredict glm kmeans kmeansPredict pnmf
 alsCG als pca autoencoder_2layer steplm naiveBayes scale normalize dist outlier sigmoid getAccuracy
 confusionMatrix""".split()

@@ -46,7 +46,7 @@ def test_lines_that_match(a, b):
 
 
 @pytest.mark.parametrize("a,b,reason", [
-    ("3", "3.0", "spelling"),  # INT vs DOUBLE printing (inventory 4.6)
+    ("3", "3.0", "spelling"),  # INT vs DOUBLE printing (dml-semantics §4)
     ("1.0E-7", "1e-07", "exponent"),  # Java vs Python spelling
     ("21.0", "21.00001", "beyond"),
     ("NaN", "0.0", "spelling"),

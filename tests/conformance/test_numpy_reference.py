@@ -1,6 +1,6 @@
 """Behaviours where SystemDS 3.4.0 itself is wrong: lafuse is checked against NumPy / the DML spec instead.
 
-Each test documents the SystemDS behaviour it deliberately does not copy (inventory 4.11 plus bugs found while
+Each test documents the SystemDS behaviour it deliberately does not copy (dml-semantics §5 plus bugs found while
 building the corpus), runs lafuse through the same CLI runner as the conformance tests, and compares with
 expected output computed here.
 """
@@ -78,7 +78,7 @@ def test_java_double_helper():
     assert java_double(-0.14285714285714285) == "-0.14285714285714285"
 
 
-# ------------------------------------------------------------------ inventory 4.11(a): defaults are applied
+# ------------------------------------------------------------------ dml-semantics §5(a): defaults are applied
 
 def test_user_function_defaults_are_applied(tmp_path: Path):
     # SystemDS 3.4.0: "Wrong number of function input arguments: 1 found, but 3 expected"
@@ -119,7 +119,7 @@ def test_builtin_positional_call_uses_defaults(tmp_path: Path):
     _expect_matrix(tmp_path / "B.csv", _lsq(X, y, 1e-7))
 
 
-# ------------------------------------------------------------- inventory 4.11(b): named arguments do not leak
+# ------------------------------------------------------------- dml-semantics §5(b): named arguments do not leak
 
 def test_named_arguments_do_not_leak_between_builtin_calls(tmp_path: Path):
     # SystemDS 3.4.0 reuses the first call's named arguments for parameters the second call leaves out.
@@ -138,7 +138,7 @@ def test_named_arguments_do_not_leak_between_builtin_calls(tmp_path: Path):
     _expect_matrix(tmp_path / "B2.csv", _lsq(X, y, 1e-7))
 
 
-# ------------------------------------------------------------------ inventory 4.11(c): += in the same block
+# ------------------------------------------------------------------ dml-semantics §5(c): += in the same block
 
 def test_accumulate_assign_in_the_defining_block(tmp_path: Path):
     # SystemDS 3.4.0: "Invalid accumulator assignment to non-existing variable z."
@@ -238,7 +238,7 @@ def test_tostring_with_an_empty_separator(tmp_path: Path):
 
 def test_sum_of_a_table_with_dropped_entries(tmp_path: Path):
     # SystemDS 3.4.0 rewrites sum(table(seq(1, n), ids, r, c)) to n and prints the INT 4, although the entry
-    # (3, 5) falls outside the 4 x 4 table and is dropped (inventory 2a: table drops out-of-range entries).
+    # (3, 5) falls outside the 4 x 4 table and is dropped (dml-semantics §2a: table drops out-of-range entries).
     res = _run(tmp_path, """
         ids = matrix("1 2 5 2", 4, 1)
         P = table(seq(1, 4), ids, 4, 4)

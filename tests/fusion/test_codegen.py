@@ -1,4 +1,4 @@
-"""Generated Numba kernels against the reference interpreter (issue #5).
+"""Generated Numba kernels against the reference interpreter.
 
 Every template and aggregation variant runs on dense, sparse (0.1), ultra-sparse (1e-4), empty
 and all-zero inputs, with NaN and +-Inf in the main and the side inputs; the kernel must equal

@@ -1,4 +1,4 @@
-"""CPlans and their reference interpreter (the spec of generated kernels, issue #5).
+"""CPlans and their reference interpreter (the spec of generated kernels).
 
 The interpreter must mean what the unfused operators mean: random cell-wise expression DAGs
 (hypothesis, with NaN and +-Inf in the inputs) are evaluated both by the reference interpreter and

@@ -17,7 +17,7 @@ def run(text: str, **cfg):
 
 
 def test_dead_code_is_not_executed_steplm_trap():
-    # inventory 4.2: a dead A[,0] must not fail; a live one must
+    # dml-semantics §2: a dead A[,0] must not fail; a live one must
     lines, st = run("A = matrix(1, 3, 3)\nc = 0\nb = A[, c]\nprint(\"ok\")")
     assert lines == ["ok"] and "b" not in st
     with pytest.raises(DMLError):  # live: found at compile time since c is a known constant
@@ -41,7 +41,7 @@ def test_dead_code_across_blocks_and_loops():
 
 
 def test_braceless_else_then_unconditional_statement():
-    # inventory: `if (q==2) k=k+10; k=k+1` over q=1..2 gives 13
+    # a braceless if takes one statement: `if (q==2) k=k+10; k=k+1` over q=1..2
     lines, _ = run("k = 0\nfor (q in 1:2) { if (q == 2) k = k + 10; k = k + 1 }\nprint(k)")
     assert lines == ["12"]  # 0 +1 (q=1) +10 +1 (q=2): the `k = k + 1` is outside the if
 

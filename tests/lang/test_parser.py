@@ -1,4 +1,4 @@
-"""Parser: the traps of inventory §1/§4 parse as SystemDS parses them."""
+"""Parser: DML's syntax traps (newline-insensitive statements, `[` opening a multi-assignment) parse as SystemDS parses them."""
 
 from __future__ import annotations
 
