@@ -28,7 +28,7 @@ class Config:
     straight_line_after: int = 2
     memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
     # an unfused t(X) %*% (X %*% v) or t(X) %*% (w * (X %*% v)) runs as one blocked pass over X
-    # (runtime.lower.mmchains, SystemDS's MapMultChain operator) instead of two products
+    # (hops.patterns.mmchains, SystemDS's MapMultChain operator) instead of two products
     mmchain: bool = True
     # an element-wise result of 256 KiB or more takes the buffer of an operand that dies with it and
     # that nothing else holds (runtime.reuse: NumPy's temporary elision, decided by liveness)

@@ -21,7 +21,7 @@ from lafuse.hops.hop import Hop
 
 def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = None) -> float:
     if h.kind in ("literal", "data") or h.op in ("tread", "twrite") or h.params.get("read_through"):
-        return 0.0  # (a transpose read through by its product: lower.foldable_transposes)
+        return 0.0  # (a transpose read through by its product: hops.patterns.foldable_transposes)
     try:
         return instruction_cost(h.op, h, prof, hints=hints).compute
     except Exception:  # an operator the instruction model does not know: its dispatch only
@@ -31,7 +31,7 @@ def basic_cost(h: Hop, prof: HardwareProfile, hints: dict[str, float] | None = N
 def chain_saving(outer: Hop, parts: list[Hop], prof: HardwareProfile,
                  hints: dict[str, float] | None = None) -> float:
     """Seconds the ``mmchain`` instruction saves against pricing its operators one by one: an unfused
-    ``t(X) %*% (w * (X %*% v))`` (marked by fusion.optimizer from runtime.lower.mmchains: ``outer`` the
+    ``t(X) %*% (w * (X %*% v))`` (marked by fusion.optimizer from hops.patterns.mmchains: ``outer`` the
     product, ``parts`` its inner product and ``*``) scans X once. Without it the optimizer priced the
     unfused chain at two scans and fused GLM's CG step into a row kernel: 2.35 s against 2.02 s
     unfused at 1e6 x 100 (make bench-full)."""

@@ -348,7 +348,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             if mats[1].sparse and not mats[0].sparse:
                 op_time *= K.WEIGHT_DENSE_SPARSE_MM
     elif opcode == "mmchain" and len(mats) == 2:
-        # t(X) %*% (w * (X %*% v)) lowered as one instruction (runtime.lower.mmchains): HOP h is the
+        # t(X) %*% (w * (X %*% v)) lowered as one instruction (hops.patterns.mmchains): HOP h is the
         # outer product. A dense X is scanned once in cache-sized row blocks, both products per block
         # (two products read it twice: GLM's 1e5 x 100 chain 9.8 ms, blocked 6.1 ms); a CSR X runs
         # the two products.

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lafuse.feedback import EXECUTED
+
 FILE = "observed.json"
 MAX_KEYS = 4096  # keys kept in the file (the most recently observed)
 
@@ -141,9 +143,7 @@ def start_shared(key: str, load_time: float, start_time: float, blas_time: float
 
 
 def counts() -> dict[str, float]:
-    """This process's executions per candidate (counted by the interpreter, runtime.lower.EXECUTED)."""
-    from lafuse.runtime.lower import EXECUTED
-
+    """This process's executions per candidate (counted by the interpreter, feedback.EXECUTED)."""
     return {k: float(v) for k, v in EXECUTED.items()}
 
 

@@ -21,6 +21,7 @@ from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
+from lafuse.hops.patterns import foldable_transposes, mmchains
 from lafuse.hops.program import Dag, copy_dag
 
 MAX_UNFUSE_ROUNDS = 4
@@ -103,11 +104,10 @@ def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) 
 
 
 def _mark_read_through(dag: Dag, order: list[Hop], chains: bool = True) -> None:
-    """Mark the transposes lowering folds into their product (``lower.foldable_transposes``): they
+    """Mark the transposes lowering folds into their product (``hops.patterns.foldable_transposes``): they
     cost nothing unfused, so fusing them away saves nothing (basic_cost); and the products lowering
-    runs as one mmchain instruction when they stay unfused (``lower.mmchains``, config ``mmchain``):
+    runs as one mmchain instruction when they stay unfused (``hops.patterns.mmchains``, config ``mmchain``):
     ``chain_parts`` on the outer product, the inner operators it absorbs (cost.fused.chain_saving)."""
-    from lafuse.runtime.lower import foldable_transposes, mmchains
 
     users: dict[int, list[Hop]] = {}
     for h in order:

@@ -129,7 +129,7 @@ def unfused_cost(hops: list[Hop], prof: HardwareProfile, hints: dict[str, float]
                  memo: dict | None = None) -> float:
     """The operators ``hops`` left unfused: each one's basic_cost, less the saving of each mmchain
     instruction whose outer product and parts are all among them (``chain_parts``, marked by
-    fusion.optimizer from runtime.lower.mmchains). ``memo`` as plan_cost's."""
+    fusion.optimizer from hops.patterns.mmchains). ``memo`` as plan_cost's."""
     memo = {} if memo is None else memo
     basic = {h.id: h for h in hops}
     total = 0.0
@@ -212,7 +212,7 @@ class CostBased(Selector):
         compute every operation once at the best sparsity any of its inputs offers; plus the
         materialization cost (one write, one read) of each interesting point's target."""
         prof, memo, hints = ctx.prof, ctx.memo, ctx.hints
-        # a transpose its product reads through (lower.foldable_transposes) is its input read in place:
+        # a transpose its product reads through (hops.patterns.foldable_transposes) is its input read in place:
         # t(X) %*% (X %*% V) reads X once, not X and t(X)
         inputs = {j.id: j for h in part for i in memo.hops[h].inputs if i.id not in part
                   for j in ([i.inputs[0]] if i.params.get("read_through") else [i])}

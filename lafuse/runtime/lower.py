@@ -17,6 +17,7 @@ from typing import Any
 from lafuse import memory
 from lafuse.hops import sizes
 from lafuse.hops.hop import Hop
+from lafuse.hops.patterns import foldable_transposes, mmchains
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import REQUIRED, SPECS
 from lafuse.runtime import reuse
@@ -50,11 +51,6 @@ class Instruction:
         size = f"[{h.rows},{h.cols},{h.nnz}]" if h.dt == "matrix" else f"[{h.dt}.{h.vt}]"
         extra = f" {h.name}" if h.name else ""
         return f"CP {self.opcode}{extra} {ins} -> _r{self.out} {size}"
-
-
-# executions per fusion candidate (canonical plan hash) of the plans run in this process: the
-# profile feedback feedback.observed saves after a run
-EXECUTED: dict[str, int] = {}
 
 
 @dataclass
@@ -120,75 +116,6 @@ def _mark_reuse(ins: Instruction) -> None:
     if k >= 0 and ins.fn is not None:
         ins.reuse = k
         ins.fn = reuse.into(ins.fn, k, reuse.LOOP_REFS_SAME if same else reuse.LOOP_REFS, same)
-
-
-def foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag) -> set[int]:
-    """Transposes whose only readers are ``%*%``: each product reads the operand transposed in place
-    (BLAS takes a transposed operand, SciPy's CSR transpose is a CSC view), so ``t(X) %*% Y`` never
-    materializes ``t(X)``. multiLogReg's ``t(X) %*% T`` (T n x k) would otherwise copy all of X twice
-    per CG step; two products of one ``t(X)`` in a block (CSE) copied a 20000 x 200 X in 89 ms."""
-    roots = {r.id for r in dag.roots}
-    out: set[int] = set()
-    for h in order:
-        if h.kind == "reorg" and h.op == "t" and len(h.inputs) == 1 and h.id not in roots:
-            us = users.get(h.id, [])
-            if us and all(u.kind == "matmult" and len(u.inputs) == 2 for u in us):
-                out.add(h.id)
-    return out
-
-
-@dataclass(frozen=True)
-class Chain:
-    """An unfused ``t(X) %*% (X %*% v)`` or ``t(X) %*% (w * (X %*% v))`` (see :func:`mmchains`)."""
-    x: Hop
-    v: Hop
-    w: Hop | None
-    w_first: bool  # whether w is the left operand of *
-    transposed: bool  # the form t(q) %*% X: the chain's result transposed
-    absorbed: tuple[int, ...]  # the inner product (and the *): no instructions of their own
-
-
-def mmchains(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded: set[int]) -> dict[int, Chain]:
-    """Products ``t(X) %*% q`` with ``q`` = ``X %*% v`` or ``w * (X %*% v)`` (either side of ``*``),
-    the transpose read through (:func:`foldable_transposes`), and their form ``t(q) %*% X`` (the
-    rewrite transpose_matmult_vector's, for a column v), where nothing else reads ``q``'s parts: one
-    instruction each, a blocked single scan over X (kernels_linalg.mmchain_blocked; paper 001 §5),
-    keyed by the outer product. The plain products read a large X twice from memory: GLM's CG step
-    ``t(X) %*% (mu * (X %*% D))`` over a 1e5 x 100 X took 9.8 ms, blocked 6.1 ms."""
-    roots = {r.id for r in dag.roots}
-
-    def only_here(x: Hop) -> bool:
-        return x.id not in roots and x.id not in folded and len(users.get(x.id, [])) == 1
-
-    def inner(q: Hop, x: Hop) -> bool:
-        return (q.kind == "matmult" and q.op == "%*%" and len(q.inputs) == 2 and q.inputs[0].id == x.id
-                and q.inputs[1].dt == "matrix" and q.inputs[1].id not in folded and only_here(q))
-
-    def chain(x: Hop, r: Hop, transposed: bool, tr: tuple[int, ...]) -> Chain | None:
-        if x.dt != "matrix" or x.id in folded:  # (X itself a transpose only products read: no register)
-            return None
-        if inner(r, x):
-            return Chain(x, r.inputs[1], None, True, transposed, (*tr, r.id))
-        if r.kind == "binary" and r.op == "*" and len(r.inputs) == 2 and only_here(r):
-            a, b = r.inputs
-            for q, w, first in ((b, a, True), (a, b, False)):
-                if inner(q, x) and w.dt == "matrix" and w.id != q.id:
-                    return Chain(x, q.inputs[1], w, first, transposed, (*tr, q.id, r.id))
-        return None
-
-    out: dict[int, Chain] = {}
-    for h in order:
-        if not (h.kind == "matmult" and h.op == "%*%" and len(h.inputs) == 2):
-            continue
-        a, b = h.inputs
-        c = None
-        if a.id in folded:
-            c = chain(a.inputs[0], b, False, ())
-            if c is None and len(users.get(a.id, [])) == 1:
-                c = chain(b, a.inputs[0], True, (a.id,))
-        if c is not None:
-            out[h.id] = c
-    return out
 
 
 def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[..., Any]:

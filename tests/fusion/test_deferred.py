@@ -184,8 +184,7 @@ def test_observed_block_executions_replace_the_loop_guess(tmp_path, monkeypatch)
     candidate by that count instead of the compiler's guess (here the for loop's 20 runs, which pay
     for a load from the disk cache; observed once, they do not; observed 10000 times, they pay
     even a cold compile)."""
-    from lafuse.feedback import observed
-    from lafuse.runtime.lower import EXECUTED
+    from lafuse.feedback import EXECUTED, observed
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path / "cache"))
     # the per-run savings only (test_first_run_growth_counts_once adds the growth of the first run)

@@ -1,4 +1,4 @@
-"""The unfused chain operator (runtime.lower.mmchains, kernels_linalg.k_mmchain): which products become
+"""The unfused chain operator (hops.patterns.mmchains, kernels_linalg.k_mmchain): which products become
 one ``mmchain`` instruction, that it computes what the two products compute (dense, CSR, NaN/Inf,
 partial last blocks, broadcasting ``w``), and that everything else is left as it was."""
 

@@ -31,7 +31,7 @@ for _op in ("+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!
 KERNELS["&&"] = KERNELS["&"]
 KERNELS["||"] = KERNELS["|"]
 KERNELS["%*%"] = la.k_matmult
-KERNELS["mmchain"] = la.k_mmchain  # t(X) %*% (w * (X %*% v)), a physical operator (runtime.lower.mmchains)
+KERNELS["mmchain"] = la.k_mmchain  # t(X) %*% (w * (X %*% v)), a physical operator (hops.patterns.mmchains)
 KERNELS["u-"] = ew.make_unary("u-")
 KERNELS["!"] = ew.make_unary("!")
 

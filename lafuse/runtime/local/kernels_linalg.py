@@ -110,7 +110,7 @@ def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.n
 
 
 def k_mmchain(x: Any, v: Any, w: Any = None, w_first: bool = True, transposed: bool = False) -> Any:
-    """The instruction of an unfused chain (runtime.lower.mmchains): the blocked pass where it
+    """The instruction of an unfused chain (hops.patterns.mmchains): the blocked pass where it
     applies, else the chain's own operators, so every other case (CSR, small, broadcasting) keeps
     their semantics. ``w_first``: whether ``w`` is the left operand of ``*``; ``transposed``: the
     form ``t(q) %*% X``, whose result is the chain's transposed."""
