@@ -489,13 +489,14 @@ def policy_section(doc: Doc, report: dict[str, Any], benches: list[dict[str, Any
                 continue
             best = min(fixed, key=lambda k: fixed[k])
             warn = " ⚠" if failed_check(cost) else ""
+            ratio = mine / max(fixed[best], 1e-12)
             pair = paired_ratio(cost, entry(b, best), med)
             if med == "op_median":
-                for kind, x in (("medians", mine / max(fixed[best], 1e-12)), ("paired", pair)):
+                for kind, x in (("medians", ratio), ("paired", pair)):
                     if x is not None:
                         within[kind][0] += x <= POLICY_BOUND
                         within[kind][1] += 1
-            cells += [cell_text(label(report, best)), sig3(mine / max(fixed[best], 1e-12)) + warn,
+            cells += [cell_text(label(report, best)), sig3(ratio) + warn,
                       "-" if pair is None else sig3(pair) + warn]
         rows.append(cells)
     if not rows:

@@ -97,7 +97,6 @@ class Config:
         return replace(base or Config(), **{k: check_value(k, v, path) for k, v in data.items()})
 
 
-
 # fields with a fixed set of values, and numeric fields with their lower bound (inclusive unless
 # the bound is exclusive, as for the memory budget: a fraction of memory must be positive)
 CHOICES: dict[str, tuple[Any, ...]] = {

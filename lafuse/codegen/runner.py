@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -187,16 +185,6 @@ def _uses_blas(kernel: Any) -> bool:
     return code is None or "mm" in code.co_names or "dot" in code.co_names
 
 
-def _blocks_with_blas(kernel: Any, b0: int, b1: int, *args: Any) -> None:
-    """Why one BLAS thread: a kernel's ``np.dot`` per block runs in every pool thread at once, and a
-    BLAS that also spreads each product over all cores oversubscribes them (multiLogReg's 1e6 x 10
-    Hessian-vector row kernel on 2 threads: 16-18 ms with BLAS at 2 threads per call, 8.4 ms with 1).
-    Set in a pool thread's first block of a kernel that calls BLAS, not when the pool starts: finding
-    the setters imports SciPy's BLAS (kernels without a product never need it)."""
-    pools.blas_single_thread()
-    kernel(b0, b1, *args)
-
-
 def launch(kernel: Any, nb: int, *args: Any) -> None:
     """Run ``kernel(b0, b1, *args)`` over blocks [0, nb) split into contiguous ranges, one per
     thread (the kernels release the GIL). Which thread runs a block never changes a result."""
@@ -219,19 +207,7 @@ def launch(kernel: Any, nb: int, *args: Any) -> None:
         else:
             kernel(0, nb, *args)
         return
-    pool = pools.pool(t)
-    cuts = [nb * k // t for k in range(t + 1)]
-    if not blas:
-        _run_pool(pool, kernel, cuts, args)
-        return
-    with pools.blas_single():
-        _run_pool(pool, partial(_blocks_with_blas, kernel), cuts, args)
-
-
-def _run_pool(pool: ThreadPoolExecutor, run: Any, cuts: list[int], args: tuple) -> None:
-    futs = [pool.submit(run, cuts[k], cuts[k + 1], *args) for k in range(len(cuts) - 1)]
-    for f in futs:
-        f.result()
+    pools.run_ranges(kernel, [nb * k // t for k in range(t + 1)], *args, one_blas=blas)
 
 
 def ordered_min_max(vals: np.ndarray, op: str) -> float:

@@ -108,7 +108,6 @@ def _mark_read_through(dag: Dag, order: list[Hop], chains: bool = True) -> None:
     cost nothing unfused, so fusing them away saves nothing (basic_cost); and the products lowering
     runs as one mmchain instruction when they stay unfused (``hops.patterns.mmchains``, config ``mmchain``):
     ``chain_parts`` on the outer product, the inner operators it absorbs (cost.fused.chain_saving)."""
-
     users: dict[int, list[Hop]] = {}
     for h in order:
         for i in h.inputs:

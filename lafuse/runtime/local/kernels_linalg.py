@@ -60,12 +60,7 @@ MMCHAIN_MAX_COLS = 16  # columns of v: beyond, X %*% V is a product of its own r
 _MUL = make_binary("*")  # the chain's * where the blocked pass does not apply
 
 
-def _chain_rows_single(x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, lo: int, hi: int, b: int) -> np.ndarray:
-    threads.blas_single_thread()
-    return _chain_rows(x, v, w, w_first, lo, hi, b)
-
-
-def _chain_rows(x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, lo: int, hi: int, b: int) -> np.ndarray:
+def _chain_rows(lo: int, hi: int, x: np.ndarray, v: np.ndarray, w: Any, w_first: bool, b: int) -> np.ndarray:
     r = np.zeros((x.shape[1], v.shape[1]))
     with errstate():
         for i in range(lo, hi, b):
@@ -97,12 +92,8 @@ def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.n
     b = max(1, MMCHAIN_BLOCK_BYTES // (8 * m))
     t = min(threads.budget(), -(-n // b))
     if t <= 1:
-        return _chain_rows(x, v, w, w_first, 0, n, b)
-    pool = threads.pool(t)
-    cuts = [n * j // t for j in range(t + 1)]
-    with threads.blas_single():
-        futs = [pool.submit(_chain_rows_single, x, v, w, w_first, cuts[j], cuts[j + 1], b) for j in range(t)]
-        parts = [f.result() for f in futs]
+        return _chain_rows(0, n, x, v, w, w_first, b)
+    parts = threads.run_ranges(_chain_rows, [n * j // t for j in range(t + 1)], x, v, w, w_first, b, one_blas=True)
     r = parts[0]
     for p in parts[1:]:
         r += p
