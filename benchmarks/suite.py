@@ -131,11 +131,12 @@ def main(argv: list[str] | None = None) -> int:
                          "medians 3.9-6.2 ms over ten processes of one plan)")
     ap.add_argument("--small-reps", type=int, default=None,
                     help="interleaved rounds of the algorithms' small size for every system but SystemDS, which "
-                         "keeps --reps (default: quick 1, full 9): their runs take 0.1-0.5 s, where run-to-run "
-                         "noise of 20%% decides a ratio, and a round of them costs ~4 s")
+                         "keeps --reps (default: quick 1, full 15): their runs take 0.1-0.5 s, where run-to-run "
+                         "noise of 20%% decides a ratio (AutoEncoder 2e4 x 100, one plan in two policies: "
+                         "medians 89 and 105 ms of nine runs each), and a round of them costs ~4 s")
     ap.add_argument("--large-reps", type=int, default=None,
                     help="interleaved rounds of the algorithms' large size for every system but SystemDS, which "
-                         "keeps --reps (default: quick 1, full 5): three rounds left a row's median to one slow "
+                         "keeps --reps (default: quick 1, full 7): three rounds left a row's median to one slow "
                          "spell of the machine (AutoEncoder 1e5 x 100, one plan: 305 and 447 ms in one report, "
                          "509 and 613 ms medians of twelve runs of the same configuration an hour later)")
     ap.add_argument("--inner", type=int, default=None,
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.reps = a.reps or (1 if a.quick else 3)
     a.micro_reps = max(a.reps, a.micro_reps or (1 if a.quick else 9))
-    a.small_reps = max(a.reps, a.small_reps or (1 if a.quick else 9))
-    a.large_reps = max(a.reps, a.large_reps or (1 if a.quick else 5))
+    a.small_reps = max(a.reps, a.small_reps or (1 if a.quick else 15))
+    a.large_reps = max(a.reps, a.large_reps or (1 if a.quick else 7))
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)

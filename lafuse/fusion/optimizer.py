@@ -21,7 +21,7 @@ from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
-from lafuse.hops.patterns import foldable_transposes, mmchains
+from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag, copy_dag
 
 MAX_UNFUSE_ROUNDS = 4
@@ -251,8 +251,9 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop
     """Bytes by which each fused operator of ``ops`` lowers the peak of the memory the block's
     operators hold (the DAG run in ``order`` with the other operators fused): what its first run
     saves in page faults. An operator's intermediates are freed after their last use, and glibc hands
-    their blocks to later allocations (cli.tune_malloc), so only growth of the block's peak touches
-    fresh memory: AutoEncoder's final block ran ``sum((A3 %*% W4 + b4 - X) ^ 2)`` unfused with one
+    their blocks to later allocations (cli.tune_malloc), and an element-wise result takes the buffer of
+    an operand that dies with it (hops.patterns.REUSES_OPERAND), so only growth of the block's peak
+    touches fresh memory: AutoEncoder's final block ran ``sum((A3 %*% W4 + b4 - X) ^ 2)`` unfused with one
     80 MB block faulted in (0.16-0.2 s in the runs that faulted), not the three its intermediates add
     up to (intermediate_peak: 0.53 s, which fused it at a 0.35 s start of Numba). Two such sums in
     one block save their peak only together; each is weighed with the other fused, and a later round
@@ -261,6 +262,7 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop
     at = {h.id: i for i, h in enumerate(order)}
     end = len(order)
     gone: list[dict[int, int]] = []  # per operator: covered HOPs only it reads -> where its root runs
+    written: list[set[int]] = []  # per operator: its roots, which its kernel allocates
     for op in ops:
         covered = _covered_hops(op)
         ids = {h.id for h in covered}
@@ -275,27 +277,38 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop
                 break
             out -= kept
         gone.append({i: root_at for i in out})
+        written.append(outs)
 
-    def peak(absent: dict[int, int]) -> float:
+    def peak(fused: list[int]) -> float:
+        absent = {i: r for j in fused for i, r in gone[j].items()}
+        kernels = {i for j in fused for i in written[j]}
         live = top = 0.0
-        dying: dict[int, list[float]] = {}
+        dying: dict[int, dict[int, float]] = {}  # where it dies -> HOP -> bytes
         for k, h in enumerate(order):
             if h.id not in absent and h.dt == MATRIX and h.op != "tread" and not h.params.get("read_through"):
-                b = float(meta(h, hints).bytes)
-                live += b
-                top = max(top, live)
+                m = meta(h, hints)
+                b = float(m.bytes)
+                # an element-wise result written into an operand that dies here allocates nothing (the
+                # unfused r3 = sum((X - W %*% H) ^ 2) of GNMF holds one 400 MB block, not two)
+                reuses = h.op in REUSES_OPERAND and h.id not in kernels and not m.sparse
+                taken = next((i.id for i in h.inputs if reuses and i.id in dying.get(k, {})
+                              and (i.rows, i.cols) == (h.rows, h.cols) and not meta(i, hints).sparse), None)
+                if taken is None:
+                    live += b
+                    top = max(top, live)
+                else:
+                    live += b - dying[k].pop(taken)
                 us = users.get(h.id, [])
                 # a block output (a variable, a result) stays; a fused operator reads where its root runs
                 last = end if not us or any(u.op in ("twrite", "pwrite") for u in us) else \
                     max(absent.get(u.id, at[u.id]) for u in us)
-                dying.setdefault(max(last, k), []).append(b)
-            live -= sum(dying.pop(k, ()))
+                dying.setdefault(max(last, k), {})[h.id] = b
+            live -= sum(dying.pop(k, {}).values())
         return top
 
-    fused_all = {i: r for g in gone for i, r in g.items()}
-    base = peak(fused_all)
-    return [max(0.0, peak({i: r for i, r in fused_all.items() if i not in g}) - base) if g else 0.0
-            for g in gone]
+    every = list(range(len(ops)))
+    base = peak(every)
+    return [max(0.0, peak([k for k in every if k != j]) - base) if g else 0.0 for j, g in enumerate(gone)]
 
 
 def _start_shared_here(weighed: list[_Weighed], prof: HardwareProfile, imported: bool = False) -> bool:

@@ -26,6 +26,14 @@ def foldable_transposes(order: list[Hop], users: dict[int, list[Hop]], dag: Dag)
     return out
 
 
+# Element-wise operations whose dense kernel is one float64 -> float64 NumPy ufunc: a dense result of
+# one takes the buffer of a same-shape matrix operand that dies with it (runtime.reuse), so it touches
+# no new memory. The memory model of fusion's first-run saving (fusion.optimizer.growth_saved) reads it;
+# a test checks it against the kernels.
+REUSES_OPERAND = frozenset({"+", "-", "*", "/", "u-", "abs", "exp", "sqrt", "floor", "ceil", "sin", "cos",
+                            "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh"})
+
+
 @dataclass(frozen=True)
 class Chain:
     """An unfused ``t(X) %*% (X %*% v)`` or ``t(X) %*% (w * (X %*% v))`` (see :func:`mmchains`)."""

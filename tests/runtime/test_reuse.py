@@ -198,3 +198,12 @@ def test_in_place_equals_new_results(op: str, shape: str, left: bool, nans: int,
     np.testing.assert_array_equal(got["X"] if "X" in got else X, X)
     # a 1x1 matrix operand is the kernel's general path (not one ufunc call): computed anew
     assert n == (shape != "cell"), n
+
+
+def test_the_memory_model_knows_which_results_take_an_operand():
+    """hops.patterns.REUSES_OPERAND (what fusion's first-run growth model assumes writes in place) is
+    exactly the set of kernels whose dense operation is a float64 ufunc (what reuse.into needs)."""
+    from lafuse.hops.patterns import REUSES_OPERAND
+    from lafuse.runtime.local.kernels import KERNELS
+
+    assert REUSES_OPERAND == {op for op, k in KERNELS.items() if reuse._ufunc(k) is not None}
