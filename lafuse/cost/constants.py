@@ -159,7 +159,3 @@ WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense
 # ---- control flow (paper 003 eq. 1)
 DEFAULT_WHILE_ITERATIONS = 10  # iterations assumed for a while loop or a for loop with unknown bounds
 DEFAULT_UNKNOWN_DIM = 1000  # rows or cols assumed for a matrix whose size is unknown at costing time
-
-# ---- sizes
-BYTES_PER_CELL = 8  # float64
-BYTES_PER_SPARSE_CELL = 12  # CSR: 8-byte value + 4-byte column index

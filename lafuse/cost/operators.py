@@ -25,10 +25,9 @@ from typing import Any
 
 from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
+from lafuse.formats import CSR, DENSE, NARROW_COLS, NARROW_MIN_ROWS, format_bytes, sparse_format
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.sizes import slot_arg
-from lafuse.runtime.local.kernels_common import NARROW_COLS, NARROW_MIN_ROWS
-from lafuse.runtime.values import sparse_format
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,7 @@ class Meta:
 
     @property
     def sparse(self) -> bool:
-        """The runtime's format choice (values.sparse_format): CSR below the sparsity turn point,
-        except for tiny matrices and column vectors, which stay dense."""
+        """The runtime's format choice (formats.sparse_format)."""
         return self.matrix and sparse_format(self.rows, self.cols, self.nnz)
 
     @property
@@ -89,7 +87,7 @@ class Meta:
     def bytes(self) -> float:
         if not self.matrix:
             return 8.0
-        return self.nz * K.BYTES_PER_SPARSE_CELL if self.sparse else self.cells * K.BYTES_PER_CELL
+        return format_bytes(CSR if self.sparse else DENSE, self.rows, self.cols, self.nz)
 
 
 _memo = threading.local()
@@ -278,7 +276,7 @@ def _io_read(h: Hop, out: Meta, prof: HardwareProfile) -> float:
     fmt = str(_literal_arg(h, "format") or "")
     name = (h.name or "").lower()
     if fmt == "binary" or name.endswith(".npy"):
-        return out.cells * K.BYTES_PER_CELL / prof.binary_read_bw
+        return format_bytes(DENSE, out.rows, out.cols, out.nz) / prof.binary_read_bw
     return (out.nz if fmt in ("text", "mm") else out.cells) / prof.csv_read_rate
 
 

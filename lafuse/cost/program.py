@@ -350,7 +350,7 @@ def _reusable_bytes() -> float:
 
 
 def _makes_sparse(h: Any) -> bool:
-    return meta(h).sparse  # a CSR value (meta: matrices of at least MIN_SPARSE_CELLS only)
+    return meta(h).sparse  # a CSR value (formats.may_be_sparse)
 
 
 def estimate_program(prog: Program, compiler: Any, prof: HardwareProfile | None = None,

@@ -12,12 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from lafuse.formats import default_format, format_bytes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
-
-DENSE_CELL_BYTES = 8.0  # float64 per cell
-SPARSE_NNZ_BYTES = 12.0  # CSR: 8-byte value + 4-byte column index per non-zero
-SPARSE_ROW_BYTES = 4.0  # CSR row pointer per row
-SPARSITY_TURN_POINT = 0.4
 
 # element-wise unary ops that map 0 to 0 (their output keeps the input's sparsity)
 SPARSE_SAFE_UNARY = {
@@ -394,14 +390,10 @@ def span_len(a: Any, b: Any) -> int:
 
 
 def output_bytes(rows: int, cols: int, nnz: int) -> float:
-    """Bytes of a dense or CSR block, chosen like the runtime chooses the format."""
+    """Bytes of the block in the format the runtime gives it (formats.default_format)."""
     if rows < 0 or cols < 0:
         return -1.0
-    cells = rows * cols
-    dense = DENSE_CELL_BYTES * cells
-    if nnz >= 0 and cols > 1 and cells > 0 and nnz < SPARSITY_TURN_POINT * cells:  # (values.sparse_format)
-        return min(dense, SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1))
-    return dense
+    return format_bytes(default_format(rows, cols, nnz), rows, cols, nnz)
 
 
 def _memory(h: Hop) -> None:

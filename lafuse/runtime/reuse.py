@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from lafuse.runtime.local.kernels_common import NARROW_COLS, NARROW_MIN_ROWS, errstate
+from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS
+from lafuse.runtime.local.kernels_common import errstate
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
 # from the allocator's cache and the checks would cost more than they save

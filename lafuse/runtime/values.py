@@ -18,24 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from lafuse.formats import may_be_sparse, sparse_format
 from lafuse.runtime.sparse import sp
 
-SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction
-MIN_SPARSE_CELLS = 1024  # tiny matrices stay dense; format changes cost more than they save
 SAMPLE_CELLS = 1 << 20  # from this size, a dense block is first checked on a sample of rows
 HINT_SAMPLE_CELLS = 1 << 15  # cells a cost-model nnz hint reads of a large dense block
 HINT_MIN_NONZEROS = 256  # non-zeros in that sample for a ~6% estimate; fewer: the 1-in-16 sample
 DENSE_SAMPLE_DENSITY = 0.6  # sample density that keeps a block dense (well above the turn point)
 
 Matrix = Any  # np.ndarray | sp.csr_array
-
-
-def sparse_format(rows: int, cols: int, nnz: int) -> bool:
-    """The in-memory format rule (SystemDS MatrixBlock.evalSparseFormatInMemory): CSR below the
-    sparsity turn point, except tiny matrices and column vectors (one column), which stay dense;
-    a structural zero of a CSR operand annihilates NaN/Inf in ``*``, so the rule is semantics."""
-    cells = rows * cols
-    return cols > 1 and cells >= MIN_SPARSE_CELLS and 0 <= nnz < SPARSITY_TURN_POINT * cells
 
 
 def is_matrix(v: object) -> bool:
@@ -104,8 +95,7 @@ def to_csr(m: Matrix) -> sp.csr_array:
 def choose_format(m: Matrix) -> Matrix:
     """Pick dense or CSR by exact sparsity, like SystemDS's examSparsity()."""
     rows, cols = m.shape
-    cells = rows * cols
-    if cells < MIN_SPARSE_CELLS or cols == 1:
+    if not may_be_sparse(rows, cols):
         return to_dense(m)
     sample = _row_sample(m)
     # a strided sample of rows (1 in 16) that is clearly dense settles it without a full pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from unittest import mock
 
 import numpy as np
@@ -18,11 +18,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from lafuse import config as cfgmod
+from lafuse import formats
 from lafuse.compiler import Compiler
 from lafuse.errors import DMLRuntimeError, DMLValidationError
-from lafuse.runtime import values
 from lafuse.runtime.interp import Interpreter
-from lafuse.runtime.local import kernels_common, kernels_elementwise
 from lafuse.runtime.values import as_matrix_value
 from lafuse.stats import Stats
 
@@ -129,11 +128,8 @@ def inputs_for(kind: str, special: str, rng: np.random.Generator) -> dict:
 
 @contextmanager
 def _all_dense() -> Iterator[None]:
-    """No value is stored sparse: every module that bound values.MIN_SPARSE_CELLS by name (patching
-    only ``values`` left the kernels' own binding, so the outcome depended on import order)."""
-    with ExitStack() as stack:
-        for mod in (values, kernels_common, kernels_elementwise):
-            stack.enter_context(mock.patch.object(mod, "MIN_SPARSE_CELLS", 1 << 62))
+    """No value is stored sparse: the one rule (formats.may_be_sparse) reads the threshold."""
+    with mock.patch.object(formats, "MIN_SPARSE_CELLS", 1 << 62):
         yield
 
 

@@ -293,7 +293,8 @@ def test_column_vectors_stay_dense_like_systemds():
     """SystemDS keeps a one-column matrix dense in memory whatever its sparsity
     (MatrixBlock.evalSparseFormatInMemory), so a zero of a mostly-zero column vector does not
     annihilate NaN in a product; a mostly-zero matrix of two columns is CSR and does."""
-    from lafuse.runtime.values import as_matrix_value, choose_format, sparse_format
+    from lafuse.formats import sparse_format
+    from lafuse.runtime.values import as_matrix_value, choose_format
 
     assert not sparse_format(100_000, 1, 0) and sparse_format(50_000, 2, 0)
     v = np.zeros((5000, 1))
@@ -1033,3 +1034,23 @@ def test_blocked_column_sums_match_per_column_sums(shape):
     assert got.shape == (1, shape[1])
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-12, atol=1e-12)
+
+
+def test_one_format_rule_for_estimates_and_values():
+    """lafuse.formats is the one rule: the size propagation's bytes, the cost model's format and the
+    format a kernel gives a result agree, at the turn point and for tiny and one-column matrices."""
+    from lafuse.cost.operators import Meta
+    from lafuse.formats import CSR, DENSE, default_format, format_bytes
+    from lafuse.hops.sizes import output_bytes
+    from lafuse.runtime.values import as_matrix_value, choose_format
+
+    rng = np.random.default_rng(11)
+    for rows, cols, density in ((100, 50, 0.39), (100, 50, 0.41), (20, 40, 0.1), (3000, 1, 0.01), (1, 2000, 0.0)):
+        m = rng.random((rows, cols)) * (rng.random((rows, cols)) < density)
+        nnz = int(np.count_nonzero(m))
+        fmt = default_format(rows, cols, nnz)
+        got = choose_format(as_matrix_value(m))
+        assert (CSR if sp.issparse(got) else DENSE) == fmt, (rows, cols, density)
+        assert output_bytes(rows, cols, nnz) == format_bytes(fmt, rows, cols, nnz)
+        meta = Meta(rows, cols, nnz, True, True)
+        assert meta.sparse == (fmt == CSR) and meta.bytes == format_bytes(fmt, rows, cols, nnz)

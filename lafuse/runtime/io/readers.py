@@ -16,6 +16,7 @@ import numpy as np
 
 from lafuse import memory
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import sparse_format
 from lafuse.mtd import (
     NA_SEP,
     Meta,
@@ -42,7 +43,7 @@ from lafuse.runtime.io.text import (
     writeable,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import Frame, choose_format, is_matrix, nnz, sparse_format
+from lafuse.runtime.values import Frame, choose_format, is_matrix, nnz
 
 # measured peaks of whole reads (tracemalloc), beyond the file's bytes: the csv path holds the
 # dense result about 4 times over (pandas' frame, its copy, the result; 2e4 x 200: 199 MB for a 77 MB

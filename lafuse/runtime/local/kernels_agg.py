@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import NARROW_COLS
 from lafuse.runtime.local.kernels_common import (
     F64,
-    NARROW_COLS,
     errstate,
     fmt_owned,
     is_mat,

@@ -16,18 +16,15 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import may_be_sparse, sparse_format
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import MIN_SPARSE_CELLS, Frame, ListValue, sparse_format
+from lafuse.runtime.values import Frame, ListValue
 
 F64 = np.float64
 LONG_MAX = 2**63 - 1
 LONG_MIN = -(2**63)
 TWO63 = 9.223372036854776e18  # (double) Long.MAX_VALUE
 DOUBLE_EPS = 2.0**-53  # UtilFunctions.DOUBLE_EPS
-# NumPy runs a tall matrix of a few columns one short row at a time in axis reductions and in
-# broadcasts; measured up to 4 columns, working a column at a time is 1.5-4x faster
-NARROW_COLS = 4
-NARROW_MIN_ROWS = 4096  # below this the per-column calls cost more than the short rows
 
 ndarray = np.ndarray
 issparse = sp.issparse
@@ -252,7 +249,6 @@ def fmt_owned(m: Any) -> Any:
     values; here the matrix was just created, so zeros can be dropped in place.
     """
     rows, cols = m.shape
-    cells = rows * cols
     if sp.issparse(m):
         if not isinstance(m, sp.csr_array):
             m = sp.csr_array(m, dtype=F64)
@@ -260,7 +256,7 @@ def fmt_owned(m: Any) -> Any:
         if not sparse_format(rows, cols, m.nnz):
             return m.toarray()
         return m
-    if cells < MIN_SPARSE_CELLS or cols == 1:
+    if not may_be_sparse(rows, cols):
         return m
     if sparse_format(rows, cols, int(np.count_nonzero(m))):
         return sp.csr_array(m)

@@ -27,6 +27,7 @@ import numpy as np
 
 from lafuse import memory
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import sparse_format
 from lafuse.hops.sizes import output_bytes
 from lafuse.runtime.local import sdsrand
 from lafuse.runtime.local.kernels_common import (
@@ -41,7 +42,6 @@ from lafuse.runtime.local.kernels_common import (
     type_name,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import sparse_format
 
 # SystemDS-exact positions/values for sparse uniform/normal rand (see module docstring).
 EXACT_SPARSE_RAND = os.environ.get("LAFUSE_SDS_SPARSE_RAND", "1") not in ("", "0")

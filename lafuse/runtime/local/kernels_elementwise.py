@@ -27,13 +27,12 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS, may_be_sparse, sparse_format
 from lafuse.runtime.local.kernels_common import (
     DOUBLE_EPS,
     F64,
     LONG_MAX,
     LONG_MIN,
-    NARROW_COLS,
-    NARROW_MIN_ROWS,
     TWO63,
     canon_csr,
     csr_rows,
@@ -50,7 +49,6 @@ from lafuse.runtime.local.kernels_common import (
     type_name,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import MIN_SPARSE_CELLS, sparse_format
 
 ndarray = np.ndarray
 
@@ -289,7 +287,7 @@ def _from_bool(b: np.ndarray) -> Any:
     if b.ndim != 2:
         b = np.broadcast_to(b, (1, 1)) if b.ndim == 0 else b.reshape(1, -1)
     m, n = b.shape
-    if m * n >= MIN_SPARSE_CELLS and n > 1:
+    if may_be_sparse(m, n):
         z = int(np.count_nonzero(b))
         if sparse_format(m, n, z):
             rr, cc = np.nonzero(b)

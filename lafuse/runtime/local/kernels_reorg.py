@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
+from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS, SPARSITY_TURN_POINT
 from lafuse.runtime.local.kernels_common import (
     F64,
-    NARROW_COLS,
-    NARROW_MIN_ROWS,
     csr_rows,
     fmt_owned,
     is_mat,
@@ -39,7 +38,7 @@ from lafuse.runtime.local.kernels_common import (
     vec1d,
 )
 from lafuse.runtime.sparse import sp
-from lafuse.runtime.values import SPARSITY_TURN_POINT, Frame, ListValue
+from lafuse.runtime.values import Frame, ListValue
 
 ndarray = np.ndarray
 

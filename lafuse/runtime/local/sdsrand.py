@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from lafuse.formats import SPARSITY_TURN_POINT
 from lafuse.runtime.local.kernels_common import TWO63, java_long
 
 _MULT = 0x5DEECE66D
@@ -286,7 +287,7 @@ def _mcsr_size(nrows: int, ncols: int, sparsity: float) -> float:
 def eval_sparse_format_in_memory(nrows: int, ncols: int, nnz: int) -> bool:
     """MatrixBlock.evalSparseFormatInMemory(nrows, ncols, nnz) with the default MCSR sparse block."""
     lsp = nnz / nrows / ncols
-    lsparse = lsp < 0.4 and ncols > 1
+    lsparse = lsp < SPARSITY_TURN_POINT and ncols > 1
     size_sparse = 0.0 if lsp == 0 else _mcsr_size(nrows, ncols, lsp)
     size_dense = 96.0 + 8.0 * nrows * ncols
     return lsparse and size_sparse < size_dense
