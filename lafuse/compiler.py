@@ -6,6 +6,7 @@ so their blocks are recompiled at run time with the actual sizes).
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
@@ -21,7 +22,7 @@ from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, blo
 from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
-from lafuse.runtime.lower import Plan, lower
+from lafuse.runtime.lower import Plan, evaluate_literals, lower
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.stats import Stats
@@ -50,6 +51,7 @@ class Compiler:
         from lafuse.runtime.local.kernels import KERNELS
 
         self.kernels = KERNELS
+        self.evaluate = functools.partial(evaluate_literals, kernels=KERNELS)  # for constant folding
 
     # ------------------------------------------------------------ main program
     def compile_text(self, text: str, path: str = "<string>", inputs: dict[str, Any] | None = None,
@@ -80,7 +82,7 @@ class Compiler:
 
     def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
         if self.cfg.rewrites:
-            blocks = rewrite.rewrite_blocks(blocks, self.cfg)
+            blocks = rewrite.rewrite_blocks(blocks, self.cfg, self.evaluate)
             for b in iter_blocks(blocks):
                 for d in block_dags(b):
                     self.rewrite_dag(d, dynamic=True)
@@ -95,7 +97,7 @@ class Compiler:
 
     def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
         if self.cfg.rewrites:
-            rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known)
+            rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known, evaluate=self.evaluate)
         for h in dag.hops():
             sizes.infer(h, known)
 

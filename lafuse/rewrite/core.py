@@ -75,11 +75,14 @@ class Ctx:
     """What a rule may ask about the DAG it runs on: consumers of a HOP, sizes, purity."""
 
     def __init__(self, cfg: Any = None, dynamic: bool = False, known: dict[str, Any] | None = None,
-                 dag: Dag | None = None):
+                 dag: Dag | None = None, evaluate: Callable[[Hop], Any] | None = None):
         self.cfg = cfg
         self.dynamic = dynamic
         self.known = known
         self.dag = dag
+        # the value a scalar HOP over literals computes, as the runtime computes it (constant folding
+        # runs the runtime's kernels; the compiler injects it, so rewrites never import the runtime)
+        self.evaluate = evaluate
         self._parents: dict[int, dict[int, Hop]] | None = None  # id -> {consumer id: consumer}
         self._reach: set[int] = set()
         self._roots: set[int] = set()

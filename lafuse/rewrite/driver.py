@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from lafuse.hops.hop import Hop, walk
@@ -101,16 +102,18 @@ def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> bool:
     return changed
 
 
-def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
+def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any] | None = None,
+                evaluate: Callable[[Hop], Any] | None = None) -> None:
     """Rewrite ``dag`` in place (its roots and HOPs) with the enabled HOP and DAG rules.
 
     ``dynamic`` also enables the size-dependent rules; ``known`` holds run-time scalar values at
-    recompilation, used for sizes only (plans are cached by shapes and size scalars).
+    recompilation, used for sizes only (plans are cached by shapes and size scalars); ``evaluate``:
+    the runtime's value of a scalar HOP over literals (Ctx.evaluate), which constant folding needs.
     """
     rules = enabled_rules(cfg, ("hop", "dag"), dynamic)
     if not rules or not dag.roots:
         return
-    ctx = Ctx(cfg, dynamic, known, dag)
+    ctx = Ctx(cfg, dynamic, known, dag, evaluate)
     _check(dag, "<input>", ctx)
     for _ in range(MAX_ROUNDS):
         changed = False
@@ -134,12 +137,12 @@ def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any]
             break
 
 
-def rewrite_blocks(blocks: list[Block], cfg: Any) -> list[Block]:
+def rewrite_blocks(blocks: list[Block], cfg: Any, evaluate: Callable[[Hop], Any] | None = None) -> list[Block]:
     """Block-level rewrites, bottom-up over the block tree; predicates are rewritten (folded) first."""
     rules = enabled_rules(cfg, ("block",))
     if cfg is not None and not getattr(cfg, "rewrites", True):
         return blocks
-    ctx = Ctx(cfg, True, None, None)
+    ctx = Ctx(cfg, True, None, None, evaluate)
     return _blocks(blocks, cfg, rules, ctx)
 
 
@@ -147,16 +150,16 @@ def _blocks(blocks: list[Block], cfg: Any, rules: list[Rule], ctx: Ctx) -> list[
     out: list[Block] = []
     for b in blocks:
         if isinstance(b, IfBlock):
-            rewrite_dag(b.pred, cfg, dynamic=True)
+            rewrite_dag(b.pred, cfg, dynamic=True, evaluate=ctx.evaluate)
             b.then_blocks = _blocks(b.then_blocks, cfg, rules, ctx)
             b.else_blocks = _blocks(b.else_blocks, cfg, rules, ctx)
         elif isinstance(b, WhileBlock):
-            rewrite_dag(b.pred, cfg, dynamic=True)
+            rewrite_dag(b.pred, cfg, dynamic=True, evaluate=ctx.evaluate)
             b.body = _blocks(b.body, cfg, rules, ctx)
         elif isinstance(b, ForBlock):
             for d in (b.start, b.stop, b.incr):
                 if d is not None:
-                    rewrite_dag(d, cfg, dynamic=True)
+                    rewrite_dag(d, cfg, dynamic=True, evaluate=ctx.evaluate)
             b.body = _blocks(b.body, cfg, rules, ctx)
         repl: list[Block] | None = None
         for r in rules:

@@ -1,9 +1,11 @@
 """Folding rules: constant folding of scalar operations on literals, and size-based folding.
 
-Constant folding runs the very kernels the runtime would run (``lafuse.runtime.local.kernels``), so a
-folded literal is bit-identical to the value the instruction would have produced, with the same
-Python type (INT stays ``int``, DOUBLE ``float``, string concatenation a ``str``). An operation whose
-kernel raises is left alone: the error then happens at run time with the HOP's source span.
+Constant folding runs the very kernels the runtime would run, through the evaluator the compiler
+hands the rewrite driver (``Ctx.evaluate``: runtime.lower.evaluate_literals), so a folded literal is
+bit-identical to the value the instruction would have produced, with the same Python type (INT stays
+``int``, DOUBLE ``float``, string concatenation a ``str``). An operation whose kernel raises is left
+alone: the error then happens at run time with the HOP's source span. Without an evaluator (a
+rewrite run outside a compiler) nothing is folded.
 
 Folding never uses run-time scalar values (``ctx.known``): recompiled plans are cached by input
 shapes, not by every scalar value, so only sizes may be folded in.
@@ -12,6 +14,7 @@ shapes, not by every scalar value, so only sizes may be folded in.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lafuse.hops.hop import BOOLEAN, DOUBLE, INT, MATRIX, SCALAR, STRING, UNKNOWN, Hop
@@ -27,25 +30,6 @@ _FOLD_UNARY = {
 _FOLD_NARY = {"min", "max"}
 # not ifelse: its run-time value keeps the taken branch's type, and a TWrite of an ifelse casts
 # (lower.py), so a literal in its place could change a variable's type
-
-_kernels: dict[str, Any] | None = None
-
-
-def _kernel_table() -> dict[str, Any]:
-    global _kernels
-    if _kernels is None:
-        from lafuse.runtime.local.kernels import KERNELS
-
-        _kernels = KERNELS
-    return _kernels
-
-
-def _norm(v: Any) -> Any:
-    """NumPy scalars to the Python scalar types of the runtime value contract."""
-    from lafuse.runtime.local.kernels_common import norm_scalar
-
-    return norm_scalar(v)
-
 
 def _type_ok(v: Any, vt: str) -> bool:
     if isinstance(v, bool):
@@ -69,29 +53,13 @@ def foldable(h: Hop) -> bool:
             or (k == "nary" and h.op in _FOLD_NARY))
 
 
-def evaluate(h: Hop) -> tuple[bool, Any]:
-    """Run ``h``'s kernel on its literal inputs as the runtime would: (ok, value)."""
-    from lafuse.runtime.lower import bind_args
-
-    k = _kernel_table().get(h.op)
-    if k is None:
-        return False, None
-    fn = bind_args(h.op, h.params.get("slots"), k)
+def evaluate(h: Hop, run: Callable[[Hop], Any]) -> tuple[bool, Any]:
+    """``run`` (the runtime's evaluator) on ``h``'s literal inputs: (ok, value)."""
     try:
-        v = _cast(_norm(fn(*[i.value for i in h.inputs])), h.vt)
+        v = run(h)
     except Exception:  # noqa: BLE001 - any run-time error stays a run-time error
         return False, None
     return _type_ok(v, h.vt), v
-
-
-def _cast(v: Any, vt: str) -> Any:
-    """The cast the runtime applies to a scalar instruction's result (lower.py ``Instruction.cast``,
-    interp ``_cast_scalar``): the value takes the HOP's DOUBLE or INT value type."""
-    if vt == DOUBLE and isinstance(v, int) and not isinstance(v, bool):
-        return float(v)
-    if vt == INT and isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
 
 
 @rule("fold_constants", kinds=("binary", "unary", "nary"))
@@ -101,9 +69,9 @@ def fold_constants(h: Hop, ctx: Ctx) -> Hop | None:
     ``3 / 2`` -> ``1.5`` (DOUBLE); ``3 + 2`` -> ``5`` (INT); ``"a" + 1`` -> ``"a1"``; ``!TRUE`` -> ``FALSE``;
     ``max(2, 7.5)`` -> ``7.5``; ``5 %/% 0`` is left for the runtime when its kernel raises.
     """
-    if not foldable(h):
+    if ctx.evaluate is None or not foldable(h):
         return None
-    ok, v = evaluate(h)
+    ok, v = evaluate(h, ctx.evaluate)
     if not ok:
         return None
     return ctx.lit(v, h)

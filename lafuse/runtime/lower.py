@@ -16,11 +16,12 @@ from typing import Any
 
 from lafuse import memory
 from lafuse.hops import sizes
-from lafuse.hops.hop import Hop
+from lafuse.hops.hop import DOUBLE, INT, Hop
 from lafuse.hops.patterns import foldable_transposes, mmchains
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import REQUIRED, SPECS
 from lafuse.runtime import reuse
+from lafuse.runtime.local.kernels_common import norm_scalar
 
 # opcodes the interpreter executes itself (they touch the symbol table, IO, or control)
 SPECIAL = {"tread", "twrite", "fcall", "print", "stop", "assert", "write", "pread", "time", "list",
@@ -87,6 +88,22 @@ def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]
         return kernel(*[args[v] if is_arg else v for is_arg, v in plan])
 
     return call
+
+
+def evaluate_literals(h: Hop, kernels: dict[str, Callable[..., Any]]) -> Any:
+    """The value the instruction of ``h`` (a scalar operation over literals) computes, as the
+    interpreter runs it: its kernel with the catalogue's arguments, NumPy scalars turned into the
+    value contract's Python types, and the cast of a DOUBLE or INT result (``Instruction.cast``).
+    Raises what the kernel raises. Constant folding calls it (rewrite.core.Ctx.evaluate)."""
+    k = kernels.get(h.op)
+    if k is None:
+        raise KeyError(f"no kernel for '{h.op}'")
+    v = norm_scalar(bind_args(h.op, h.params.get("slots"), k)(*[i.value for i in h.inputs]))
+    if h.vt == DOUBLE and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if h.vt == INT and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
 
 
 def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lafuse import config as cfgmod
@@ -43,6 +44,8 @@ from lafuse.hops.program import (
 from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.hops.validate import validate_dag, validate_program
 from lafuse.rewrite.mmchain import render
+from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.lower import evaluate_literals
 
 
 class RecordingCompiler(Compiler):
@@ -189,6 +192,8 @@ def block_counts(prog: Program) -> dict[str, int]:
 
 # ------------------------------------------------------------------ output comparison
 
+# the runtime's evaluator of scalar operations over literals, as a compiler hands it to the rewrites
+EVALUATE = partial(evaluate_literals, kernels=KERNELS)
 _NUM = re.compile(r"^[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|Infinity|NaN|inf|nan)$")
 _INT = re.compile(r"^[-+]?\d+$")
 

@@ -12,7 +12,7 @@ from lafuse.config import Config
 from lafuse.rewrite import RULES
 from lafuse.rewrite.core import Ctx
 from lafuse.rewrite.driver import by_kind
-from tests.rewrite.harness import parse_expected, program_dags, run_capture
+from tests.rewrite.harness import EVALUATE, parse_expected, program_dags, run_capture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rewrite"
 LOCAL = [r for r in RULES if r.scope == "hop"]
@@ -35,7 +35,7 @@ def test_no_rule_matches_a_hop_kind_it_does_not_declare(raw_dags):
     cfg = Config()
     fired: set[str] = set()
     for dag in raw_dags:
-        ctx = Ctx(cfg, True, None, dag)
+        ctx = Ctx(cfg, True, None, dag, EVALUATE)
         for h in dag.hops():
             for r in LOCAL:
                 new = r.fn(h, ctx)
