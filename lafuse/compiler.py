@@ -22,7 +22,8 @@ from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, blo
 from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
-from lafuse.runtime.lower import Plan, evaluate_literals, lower
+from lafuse.plan import Plan, build
+from lafuse.runtime.bind import bind, evaluate_literals
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.stats import Stats
@@ -102,9 +103,14 @@ class Compiler:
             sizes.infer(h, known)
 
     def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
-        """Fusion (when codegen is on) rewrites a copy of the DAG right before lowering, so it sees
-        the sizes of the static compile or of the current dynamic recompilation; ``st`` (the symbol
-        table when the runtime lowers a block) gives it the non-zeros of the variables read."""
+        """The plan of ``dag`` (plan_dag), bound to the local backend's code (runtime.bind)."""
+        return bind(self.plan_dag(dag, weight, st), self.kernels, self.cfg.threads, self.cfg.codegen_backend)
+
+    def plan_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
+        """The physical plan of ``dag``, unbound: nothing is compiled or loaded. Fusion (when codegen is
+        on) rewrites a copy of the DAG right before, so it sees the sizes of the static compile or of
+        the current dynamic recompilation; ``st`` (the symbol table when the runtime plans a block)
+        gives it the non-zeros of the variables read; ``weight``: the block's expected executions."""
         if self.cfg.codegen and not fusion_cannot_pay(dag, weight, self.cfg):
             from lafuse import fusion
             from lafuse.runtime.values import is_matrix, nnz_estimate
@@ -115,8 +121,7 @@ class Compiler:
             if st is not None:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
-        plan = lower(dag, self.kernels, self.cfg.threads, self.cfg.codegen_backend, self.cfg.mmchain,
-                     self.cfg.reuse_buffers)
+        plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers)
         plan.candidates = dag.candidates
         return plan
 

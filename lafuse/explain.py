@@ -46,8 +46,9 @@ def explain_plan(plan: Any, block: Block | None = None, indent: str = "------") 
         lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
     for r, v in sorted(plan.constants.items()):
         lines.append(f"{indent}CP const _r{r} {v!r}")
+    fmts = plan.formats()
     for ins in plan.instructions:
-        lines.append(f"{indent}{ins.render()}")
+        lines.append(f"{indent}{ins.render(fmts)}{_cplan_note(ins.hop)}")
     for name, r in plan.writes:
         lines.append(f"{indent}CP assignvar _r{r} {name}")
     return "\n".join(lines)
@@ -67,7 +68,7 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
                 plan = compiler.lower_dag(b.dag, b.weight)
                 out += [f"{pad}--" + ln for ln in explain_codegen(plan).splitlines()]
             else:
-                plan = b.plan if b.plan is not None else compiler.lower_dag(b.dag)
+                plan = b.plan if b.plan is not None else compiler.plan_dag(b.dag, b.weight)
                 out += [f"{pad}--" + ln for ln in explain_plan(plan, None, "").splitlines()]
         elif isinstance(b, IfBlock):
             out.append(f"{pad}IF ({b.lines})")
@@ -127,7 +128,7 @@ def _pred(d: Dag, depth: int, mode: str, compiler: Any) -> list[str]:
     pad = "--" * depth
     if mode in ("hops", "fused", "codegen"):
         return [f"{pad}{hop_line(h)}" for h in d.hops()]
-    return [f"{pad}" + ln for ln in explain_plan(compiler.lower_dag(d), None, "").splitlines()]
+    return [f"{pad}" + ln for ln in explain_plan(compiler.plan_dag(d), None, "").splitlines()]
 
 
 def explain_program(prog: Program, mode: str, compiler: Any) -> str:

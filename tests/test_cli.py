@@ -69,7 +69,8 @@ def test_explain_hops_lists_every_hop_with_sizes_memory_and_line(linreg: Path):
 def test_explain_runtime_and_explain_subcommand(linreg: Path):
     r = lafuse("run", str(linreg), "--explain", "runtime")
     assert r.returncode == 0, r.stderr
-    assert re.search(r"^------CP %\*% _r\d+ _r\d+ -> _r\d+ \[5,5,-1\]$", r.stdout, re.M)
+    # (the predicted formats of the operands and the result: dense, csr or ? for decided at run time)
+    assert re.search(r"^------CP %\*% _r\d+ _r\d+ -> _r\d+ \[5,5,-1\] fmt\([a-z?]+,[a-z?]+->[a-z?]+\)$", r.stdout, re.M)
     assert re.search(r"^------CP assignvar _r\d+ beta$", r.stdout, re.M)
     r = lafuse("explain", str(linreg), "--until", "hops")
     assert r.returncode == 0 and "sum(beta) = 14" not in r.stdout and "ba(%*%)" in r.stdout

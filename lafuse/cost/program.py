@@ -135,7 +135,7 @@ class ProgramCoster:
             # as dynamic recompilation will: sizes from the variables' (estimated) shapes and the
             # scalars known here (a loop body is priced at its first iteration's values)
             dag, plan = self._resize(b.dag, known), None
-        cost = self._dag(dag, known, depth + 1, plan=plan)
+        cost = self._dag(dag, known, depth + 1, plan=plan, weight=b.weight)
         # scalars this block assigns: their values, when they fold, are known to later blocks
         for r in dag.roots:
             if r.op == "twrite" and r.name and r.inputs and r.inputs[0].dt == "matrix":
@@ -156,9 +156,11 @@ class ProgramCoster:
         self._close(head, cost)
         return cost
 
-    def _dag(self, dag: Dag, known: dict[str, Any], depth: int, plan: Any = None) -> Cost:
+    def _dag(self, dag: Dag, known: dict[str, Any], depth: int, plan: Any = None, weight: float = 1.0) -> Cost:
+        """The plan's instructions priced; the plan is the one the interpreter builds for the block
+        (fused with the block's expected executions, ``weight``), unbound: nothing is compiled."""
         if plan is None:
-            plan = self.compiler.lower_dag(dag)
+            plan = self.compiler.plan_dag(dag, weight)
         total = ZERO
         reg_bytes: dict[int, float] = {}
         self.live = sum(self.var_bytes.values())
@@ -172,7 +174,9 @@ class ProgramCoster:
                 self.sparse_import = K.SCIPY_SPARSE_IMPORT_TIME
                 self.by_opcode[ins.opcode] += self.sparse_import
             total = total + c
-            if ins.hop.dt == "matrix" and not ins.inplace and ins.opcode not in ("tread", "get"):
+            if ins.reuse >= 0 and ins.args[ins.reuse] in reg_bytes:  # written into a dying operand
+                reg_bytes[ins.out] = reg_bytes.pop(ins.args[ins.reuse])
+            elif ins.hop.dt == "matrix" and not ins.inplace and ins.opcode not in ("tread", "get"):
                 out_bytes = meta(ins.hop, self.nnz_hints).bytes
                 reg_bytes[ins.out] = out_bytes
                 self.live += out_bytes

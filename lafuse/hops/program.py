@@ -51,7 +51,7 @@ class Block:
 class GenericBlock(Block):
     dag: Dag = field(default_factory=Dag)
     requires_recompile: bool = False
-    plan: Any = None  # lowered instructions (runtime.lower.Plan), built lazily
+    plan: Any = None  # its physical plan (plan.Plan), built and bound lazily
     recompiled: Any = None  # cache: input signature -> Plan
     size_scalars: set[str] | None = None  # scalar variables that determine output sizes (recompile key)
     # the plan-cache key of the symbol table, a generated function (runtime.recompile.signature)

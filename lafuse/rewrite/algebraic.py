@@ -25,7 +25,7 @@ def _numeric(x: Hop) -> bool:
 
 
 # scalar HOPs whose run-time value is not cast to their compile-time value type: the runtime casts
-# every other scalar instruction result to its HOP's value type (lower.py), not these (a variable
+# every other scalar instruction result to its HOP's value type (plan.build), not these (a variable
 # holds whatever its writer stored, ifelse returns the taken branch's own type); replacing ``x + 0``
 # by such an ``x`` could change how the value prints
 _UNCAST_SCALAR_OPS = ("tread", "get", "fcall", "pread", "ifelse")

@@ -1,7 +1,7 @@
 """Folding rules: constant folding of scalar operations on literals, and size-based folding.
 
 Constant folding runs the very kernels the runtime would run, through the evaluator the compiler
-hands the rewrite driver (``Ctx.evaluate``: runtime.lower.evaluate_literals), so a folded literal is
+hands the rewrite driver (``Ctx.evaluate``: runtime.bind.evaluate_literals), so a folded literal is
 bit-identical to the value the instruction would have produced, with the same Python type (INT stays
 ``int``, DOUBLE ``float``, string concatenation a ``str``). An operation whose kernel raises is left
 alone: the error then happens at run time with the HOP's source span. Without an evaluator (a
@@ -29,7 +29,7 @@ _FOLD_UNARY = {
 }
 _FOLD_NARY = {"min", "max"}
 # not ifelse: its run-time value keeps the taken branch's type, and a TWrite of an ifelse casts
-# (lower.py), so a literal in its place could change a variable's type
+# (plan.build), so a literal in its place could change a variable's type
 
 def _type_ok(v: Any, vt: str) -> bool:
     if isinstance(v, bool):

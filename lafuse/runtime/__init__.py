@@ -1,1 +1,1 @@
-"""Runtime: lowering of HOP DAGs to instructions, the interpreter and the local kernels."""
+"""Runtime: binding physical plans to code, the interpreter and the local kernels."""

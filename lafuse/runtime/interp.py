@@ -20,8 +20,9 @@ from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.feedback import EXECUTED
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
+from lafuse.plan.instructions import Plan
 from lafuse.runtime import deepstack, recompile, straight
-from lafuse.runtime.lower import Plan, bind_args
+from lafuse.runtime.bind import bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one

@@ -5,8 +5,8 @@ result. ``tanh(X %*% W + b)`` over a 50000 x 32 X allocates three 12.8 MB arrays
 operation makes a new one, and a process touching fresh memory pays page faults for every page
 (3-38 ms per such array in the benchmark's mini-batch MLP, varying by process). NumPy elides such a
 temporary itself when Python's reference count shows it is the only owner (``a + b + c``, from
-256 KiB on); an interpreter holding registers never lets it see one. Liveness does: lowering knows
-the last reader of every register, and this module decides at run time, by the same reference
+256 KiB on); an interpreter holding registers never lets it see one. Liveness does: the plan
+(plan.build) knows the last reader of every register, and this module decides at run time, by the same reference
 count, that nothing else holds the array (no variable, no view, no other register, no caller).
 
 Only what the kernel's own dense fast path computes as one NumPy ufunc call is done in place (same
@@ -28,12 +28,8 @@ from typing import Any
 import numpy as np
 
 from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS
+from lafuse.plan.build import REUSE_MIN_CELLS
 from lafuse.runtime.local.kernels_common import errstate
-
-# NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
-# from the allocator's cache and the checks would cost more than they save
-MIN_BYTES = 256 * 1024
-MIN_CELLS = MIN_BYTES // 8
 
 _F64 = np.dtype(np.float64)
 _ND = np.ndarray
@@ -83,7 +79,7 @@ STRAIGHT_REFS_SAME = _straight_refs_same()
 DONE = [0, 0]
 
 
-def _ufunc(kern: Callable[..., Any]) -> np.ufunc | None:
+def dense_ufunc(kern: Callable[..., Any]) -> np.ufunc | None:
     """The kernel's dense operation when it is a float64 -> float64 NumPy ufunc."""
     f = getattr(kern, "dense_op", None)
     if not isinstance(f, np.ufunc) or f.nout != 1:
@@ -92,28 +88,12 @@ def _ufunc(kern: Callable[..., Any]) -> np.ufunc | None:
     return f if sig and sig in f.types else None
 
 
-def operand(kern: Callable[..., Any] | None, nargs: int, out_dims: tuple[int, int],
-            arg_dims: list[tuple[int, int]], dead: list[bool]) -> int:
-    """The position of the argument whose buffer the result may take, or -1. ``dead``: per argument,
-    whether its register dies with this instruction (and, read twice, only at the first position);
-    dims -1 unknown."""
-    if kern is None or _ufunc(kern) is None or nargs not in (1, 2):
-        return -1
-    rows, cols = out_dims
-    if rows >= 0 and cols >= 0 and rows * cols < MIN_CELLS:
-        return -1
-    for k in range(nargs):
-        if dead[k] and (arg_dims[k] == out_dims or min(out_dims) < 0 or min(arg_dims[k]) < 0):
-            return k
-    return -1
-
-
 def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Callable[..., Any]:
     """``kern`` that writes its result into argument ``k`` when the array is float64, owns its buffer,
     has the result's shape and at most ``refs`` references (LOOP_REFS or STRAIGHT_REFS: the caller's
     own; the ``_SAME`` ones when ``same``, one register passed as both arguments, checked by identity);
     else ``kern`` itself runs."""
-    f = _ufunc(kern)
+    f = dense_ufunc(kern)
     assert f is not None
     finite = sys.modules
 
@@ -167,10 +147,10 @@ def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Cal
 
 
 def _dying(x: Any, refs: int) -> bool:
-    """Whether ``x`` is a float64 array of at least MIN_CELLS that owns its writable buffer and that
+    """Whether ``x`` is a float64 array of at least REUSE_MIN_CELLS that owns its writable buffer and that
     only the kernel's caller holds: ``refs`` references as the kernel counts them, one more here
     (this function's parameter)."""
-    return type(x) is _ND and x.size >= MIN_CELLS and x.dtype == _F64 and x.base is None \
+    return type(x) is _ND and x.size >= REUSE_MIN_CELLS and x.dtype == _F64 and x.base is None \
         and x.flags.writeable and _refs(x) <= refs + 1
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from lafuse.plan.instructions import Instruction, Plan
 from lafuse.runtime import reuse
-from lafuse.runtime.lower import Instruction, Plan
 
 
 def generate(plan: Plan, check: bool, timed: bool = False) -> tuple[Callable[..., Any], list[int]]:

@@ -44,8 +44,8 @@ from lafuse.hops.program import (
 from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.hops.validate import validate_dag, validate_program
 from lafuse.rewrite.mmchain import render
+from lafuse.runtime.bind import evaluate_literals
 from lafuse.runtime.local.kernels import KERNELS
-from lafuse.runtime.lower import evaluate_literals
 
 
 class RecordingCompiler(Compiler):

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from lafuse import config as cfgmod
 from lafuse.compiler import run_dml
+from lafuse.plan.build import REUSE_MIN_CELLS
 from lafuse.runtime import reuse
 
-ROWS, COLS = 700, 60  # 336,000 bytes a matrix: above reuse.MIN_BYTES
+ROWS, COLS = 700, 60  # 336,000 bytes a matrix: above REUSE_MIN_BYTES
 
 
 def _data(seed: int = 3, nan: bool = True) -> dict[str, np.ndarray]:
@@ -126,7 +127,7 @@ def test_kernel_reference_counts_match_the_interpreter():
     a dying array passes, one more reference (a variable) blocks it."""
     kern = __import__("lafuse.runtime.local.kernels", fromlist=["KERNELS"]).KERNELS["exp"]
     loop = reuse.into(kern, 0, reuse.LOOP_REFS)
-    regs = [np.zeros((reuse.MIN_CELLS, 1))]
+    regs = [np.zeros((REUSE_MIN_CELLS, 1))]
     args = [regs[0]]
     r = loop(*args)
     assert r is regs[0]
@@ -134,7 +135,7 @@ def test_kernel_reference_counts_match_the_interpreter():
     args = [regs[0]]
     assert loop(*args) is not regs[0]
     straight = reuse.into(kern, 0, reuse.STRAIGHT_REFS)
-    x = np.zeros((reuse.MIN_CELLS, 1))
+    x = np.zeros((REUSE_MIN_CELLS, 1))
     assert straight(x) is x
     y = x
     assert straight(x) is not y
@@ -160,7 +161,7 @@ def test_the_same_operand_wrapper_counts_its_second_reference():
     blocks it, and two distinct arrays go to the kernel."""
     kern = __import__("lafuse.runtime.local.kernels", fromlist=["KERNELS"]).KERNELS["*"]
     loop = reuse.into(kern, 0, reuse.LOOP_REFS_SAME, same=True)
-    regs = [np.full((reuse.MIN_CELLS, 1), 3.0)]
+    regs = [np.full((REUSE_MIN_CELLS, 1), 3.0)]
     args = [regs[0], regs[0]]
     r = loop(*args)
     assert r is regs[0] and r[0, 0] == 9.0
@@ -169,11 +170,11 @@ def test_the_same_operand_wrapper_counts_its_second_reference():
     r = loop(*args)
     assert r is not keep and r[0, 0] == 81.0 and keep[0, 0] == 9.0
     straight = reuse.into(kern, 0, reuse.STRAIGHT_REFS_SAME, same=True)
-    x = np.full((reuse.MIN_CELLS, 1), 2.0)
+    x = np.full((REUSE_MIN_CELLS, 1), 2.0)
     assert straight(x, x) is x and x[0, 0] == 4.0
     y = x
     assert straight(x, x) is not y and y[0, 0] == 4.0
-    z = np.full((reuse.MIN_CELLS, 1), 5.0)
+    z = np.full((REUSE_MIN_CELLS, 1), 5.0)
     assert straight(x, z) is not x and x[0, 0] == 4.0
 
 
@@ -206,4 +207,4 @@ def test_the_memory_model_knows_which_results_take_an_operand():
     from lafuse.hops.patterns import REUSES_OPERAND
     from lafuse.runtime.local.kernels import KERNELS
 
-    assert REUSES_OPERAND == {op for op, k in KERNELS.items() if reuse._ufunc(k) is not None}
+    assert REUSES_OPERAND == {op for op, k in KERNELS.items() if reuse.dense_ufunc(k) is not None}

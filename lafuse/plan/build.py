@@ -1,0 +1,145 @@
+"""Building the physical plan of one HOP DAG (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lafuse import memory
+from lafuse.formats import default_format
+from lafuse.hops import sizes
+from lafuse.hops.hop import Hop
+from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
+from lafuse.hops.program import Dag
+from lafuse.plan.instructions import Instruction, Plan
+
+# NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
+# from the allocator's cache and the run-time checks of an in-place result (runtime.reuse) would
+# cost more than they save
+REUSE_MIN_BYTES = 256 * 1024
+REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
+
+
+def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True) -> Plan:
+    """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
+    transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
+    their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
+    buffer."""
+    order = dag.hops()
+    users: dict[int, list[Hop]] = {}
+    for h in order:
+        for i in h.inputs:
+            users.setdefault(i.id, []).append(h)
+    reg: dict[int, int] = {}
+    constants: dict[int, Any] = {}
+    instrs: list[Instruction] = []
+    writes: list[tuple[str, int]] = []
+    folded = foldable_transposes(order, users, dag)
+    chain = mmchains(order, users, dag, folded) if chains else {}
+    absorbed = {a for c in chain.values() for a in c.absorbed}
+    bounds: dict[int, float] = {}
+    for h in order:
+        bounds[h.id] = sizes.nnz_bound(h, bounds)
+        r = len(reg)
+        reg[h.id] = r
+        if h.id in folded or h.id in absorbed:  # read through by its product, or part of a chain
+            continue
+        if h.kind == "literal":
+            constants[r] = h.value
+            continue
+        args = [reg[i.id] for i in h.inputs]
+        if h.op == "twrite":
+            writes.append((h.name or "", args[0]))
+            continue
+        ins = Instruction(h.op, h, args, r, cast=_cast(h))
+        if h.id in chain:
+            c = chain[h.id]
+            ins.opcode = "mmchain"
+            ins.reads = [c.x, c.v] + ([c.w] if c.w is not None else [])
+            ins.args = [reg[i.id] for i in ins.reads]
+            ins.chain = (c.w_first, c.transposed)
+        elif h.kind == "matmult" and any(i.id in folded for i in h.inputs):
+            ins.transposed = (h.inputs[0].id in folded, h.inputs[1].id in folded)
+            ins.reads = [i.inputs[0] if i.id in folded else i for i in h.inputs]
+            ins.args = [reg[i.id] for i in ins.reads]
+        if h.dt == "matrix":
+            ins.need = operation_bytes(h, bounds)
+            ins.over_budget = memory.over_budget(ins.need)
+            if h.rows >= 0 and h.cols >= 0 and h.nnz >= 0:
+                ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
+        if h.op == "lix":
+            ins.inplace = _inplace_candidate(h, users, dag)
+        instrs.append(ins)
+    # liveness: last reader of each register
+    last: dict[int, int] = {}
+    for pos, ins in enumerate(instrs):
+        for a in ins.args:
+            last[a] = pos
+    keep = {r for _, r in writes}
+    for a, pos in last.items():
+        if a not in keep and a not in constants:
+            instrs[pos].free.append(a)
+    if reuse_buffers:
+        for ins in instrs:
+            ins.reuse = _reuse_operand(ins)
+    result = reg[dag.roots[0].id] if dag.roots else -1
+    return Plan(instrs, len(reg), constants, writes, result)
+
+
+def _cast(h: Hop) -> type | None:
+    """The type a scalar result is coerced to: its inferred value type. SystemDS: print(ifelse(c, 7,
+    2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE."""
+    if h.dt == "scalar" and h.op not in ("tread", "get", "fcall", "pread") and (
+            h.op != "ifelse" or h.params.get("assigned")):
+        return {"double": float, "int": int}.get(h.vt)
+    return None
+
+
+def _reuse_operand(ins: Instruction) -> int:
+    """The argument whose buffer an element-wise result may take, or -1: an operation whose dense
+    kernel is one ufunc (hops.patterns.REUSES_OPERAND) over a matrix operand that dies with it, of
+    the result's shape (or of unknown dims: the run-time check in runtime.reuse decides), not a
+    variable's value; one register read twice (``D * D``) counts at the first position."""
+    h = ins.hop
+    if (h.op not in REUSES_OPERAND or ins.reads is not None or ins.over_budget or h.dt != "matrix"
+            or len(ins.args) != len(h.inputs) or len(ins.args) not in (1, 2)):
+        return -1
+    if h.rows >= 0 and h.cols >= 0 and h.rows * h.cols < REUSE_MIN_CELLS:
+        return -1
+    a = ins.args
+    same = len(a) == 2 and a[0] == a[1]
+    out_dims = (h.rows, h.cols)
+    for k, (r, i) in enumerate(zip(a, h.inputs)):
+        dead = r in ins.free and (a.count(r) == 1 or (same and k == 0)) and i.dt == "matrix" and i.op != "tread"
+        if dead and ((i.rows, i.cols) == out_dims or min(out_dims) < 0 or min(i.rows, i.cols) < 0):
+            return k
+    return -1
+
+
+def _inplace_candidate(h: Hop, users: dict[int, list[Hop]], dag: Dag) -> bool:
+    """``X[i, j] = v`` where X is read from variable V, nothing else in the block reads that
+    value, and the result only goes back to V: the old value of V is dead after this
+    instruction, so it can be updated in place (the runtime still checks that no other variable
+    or caller shares the array)."""
+    base = h.inputs[0]
+    if base.op != "tread" or len(users.get(base.id, [])) != 1:
+        return False
+    outs = users.get(h.id, [])
+    others = [u for u in outs if not (u.op == "twrite" and u.name == base.name)]
+    return not others and any(u.op == "twrite" for u in outs) and h.id not in {r.id for r in dag.roots}
+
+
+def operation_bytes(h: Hop, bounds: dict[int, float]) -> float:
+    """Memory of ``h``'s operation: its output and its (distinct) inputs, by the sizes known when the
+    DAG was planned (actual sizes after a dynamic recompilation) and worst-case non-zeros where they
+    are unknown (``bounds``: sizes.nnz_bound of every HOP so far); -1 when the output's dims are
+    unknown. An input of unknown dims counts 0: the guard errs towards running."""
+    out = sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+    if out < 0:
+        return -1.0
+    seen: set[int] = set()
+    total = out
+    for i in h.inputs:
+        if i.id not in seen and i.dt == "matrix" and i.rows >= 0 and i.cols >= 0:
+            seen.add(i.id)
+            total += sizes.output_bytes(i.rows, i.cols, int(min(bounds.get(i.id, -1.0), 2.0**62)))
+    return total
