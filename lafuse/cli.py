@@ -115,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="fusion plan selection (default: cost)")
         r.add_argument("--threads", type=_positive, metavar="N",
                        help="threads for kernels, parfor and BLAS (default: one per core)")
+        r.add_argument("--exec", choices=("auto", "local"), dest="exec_type",
+                       help="where operators run: auto decides per operator by its memory estimate, local "
+                            "keeps all in this process (default: auto; no distributed backend exists yet, so "
+                            "both run locally)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "run":
             r.add_argument("--no-background", action="store_true",
@@ -217,6 +221,7 @@ def _main(argv: list[str] | None = None) -> int:
         codegen=cfg.codegen if ns.codegen is None else ns.codegen,
         fusion=ns.fusion or cfg.fusion,
         threads=ns.threads or cfg.threads,
+        exec_type=ns.exec_type or cfg.exec_type,
         background=cfg.background and not getattr(ns, "no_background", False),
     )
     if ns.cmd == "explain":

@@ -121,7 +121,7 @@ class Compiler:
             if st is not None:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
-        plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers)
+        plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type)
         plan.candidates = dag.candidates
         return plan
 

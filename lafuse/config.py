@@ -20,7 +20,7 @@ class Config:
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
-    exec_type: str = "local"  # auto | local (a dask runtime does not exist yet)
+    exec_type: str = "auto"  # auto | local: where operators run (plan.exectype; auto is local until a distributed backend exists)
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     parfor_parallel: bool = True
     # executions of a block's plan by the interpreter's loop before it runs as generated straight-line

@@ -51,10 +51,6 @@ def human(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
-def over_budget(nbytes: float) -> bool:
-    return nbytes > budget_bytes()
-
-
 def check(nbytes: float, what: str) -> None:
     """Raise a clear error before ``what`` allocates ``nbytes`` beyond the budget."""
     if nbytes > budget_bytes():

@@ -10,6 +10,7 @@ from lafuse.hops import sizes
 from lafuse.hops.hop import Hop
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag
+from lafuse.plan import exectype
 from lafuse.plan.instructions import Instruction, Plan
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
@@ -19,11 +20,12 @@ REUSE_MIN_BYTES = 256 * 1024
 REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
 
 
-def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True) -> Plan:
+def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto") -> Plan:
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
-    buffer."""
+    buffer; each operator's execution type by ``exec_mode`` (plan.exectype)."""
+    budget = memory.budget_bytes()
     order = dag.hops()
     users: dict[int, list[Hop]] = {}
     for h in order:
@@ -63,11 +65,12 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True) -> Plan:
             ins.args = [reg[i.id] for i in ins.reads]
         if h.dt == "matrix":
             ins.need = operation_bytes(h, bounds)
-            ins.over_budget = memory.over_budget(ins.need)
+            ins.over_budget = ins.need > budget
             if h.rows >= 0 and h.cols >= 0 and h.nnz >= 0:
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
+        ins.exec_type = exectype.choose(ins.need, budget, exec_mode)
         instrs.append(ins)
     # liveness: last reader of each register
     last: dict[int, int] = {}

@@ -115,3 +115,26 @@ def test_the_plan_decides_and_binding_follows():
     bind(plan, KERNELS)
     assert plan.bound and all((i.fn is None) == (i.opcode in SPECIAL) for i in plan.instructions)
     assert ops["exp"].reuse == 0 and getattr(ops["exp"].fn, "__name__", "") != "k_exp"  # wrapped to write in place
+
+
+def test_every_operator_gets_an_execution_type(tmp_path):
+    """--exec auto|local (Config.exec_type) reaches the plan: each instruction carries its execution
+    type, local for both until a distributed backend exists; an unknown mode is refused."""
+    from lafuse.plan import exectype
+    from lafuse.plan.instructions import LOCAL
+    from tests.test_cli import lafuse
+
+    for mode in exectype.MODES:
+        cfg = cfgmod.Config(codegen=False, exec_type=mode)
+        with cfgmod.using(cfg):
+            prog = Compiler(cfg).compile_text(LOOP, "<test>")
+            plans = [build(b.dag, exec_mode=mode) for b in _generic(prog)]
+        assert {i.exec_type for p in plans for i in p.instructions} == {LOCAL}
+    with pytest.raises(ValueError, match="unknown execution type"):
+        exectype.choose(1e9, 1e6, "spark")
+    p = tmp_path / "a.dml"
+    p.write_text("X = rand(rows=10, cols=10, seed=1)\nprint(sum(X %*% X))\n")
+    r = lafuse("run", str(p), "--exec", "local", "--explain", "runtime")
+    assert r.returncode == 0 and re.search(r"^------CP %\*% ", r.stdout, re.M), r.stderr
+    r = lafuse("run", str(p), "--exec", "spark")
+    assert r.returncode != 0 and "--exec" in r.stderr
