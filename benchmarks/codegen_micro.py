@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import fusion_kernels as hk  # noqa: E402
 
 from lafuse import codegen  # noqa: E402
-from lafuse.fusion.cplan import (  # noqa: E402
+from lafuse.hops.cplan import (  # noqa: E402
     CELL,
     COL_AGG_T,
     FULL_AGG,

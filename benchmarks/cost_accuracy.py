@@ -10,7 +10,7 @@ For every program (``benchmarks/cost_programs/NAME.dml``, all of them unless ``-
 * inputs: the files the programs read are generated first (``io_csv``'s 200000x10 CSV with its
   ``.mtd``, written by ``np.savetxt``) in a temporary directory, or in ``--data-dir`` (kept and
   reused on the next run); programs that write get a path in that directory (``$out``);
-* estimate: ``lafuse.cost.program.estimate_file(path, nvargs)`` -> ``est.total`` seconds and
+* estimate: ``lafuse.explain.estimate_file(path, nvargs)`` -> ``est.total`` seconds and
   ``est.by_opcode`` (opcode -> seconds); if the estimator cannot be imported the harness says
   "estimator not available" and reports NaN, so the rest of it still runs;
 * measure: the program is compiled like ``lafuse run`` does (``Compiler``, then ``Interpreter``)
@@ -127,7 +127,7 @@ def estimate(path: Path, nvargs: dict[str, Any], cfg: Any) -> Estimate:
     from lafuse import config as cfgmod
 
     try:
-        from lafuse.cost.program import estimate_file
+        from lafuse.explain import estimate_file
     except ImportError:
         return Estimate(error="estimator not available")
     try:

@@ -15,10 +15,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from lafuse import config as cfgmod
 from lafuse import rewrite
+from lafuse.cost import constants as K
+from lafuse.errors import DMLRuntimeError
 from lafuse.hops import liveness, sizes
 from lafuse.hops.builder import Builder
 from lafuse.hops.hop import MATRIX
-from lafuse.hops.program import Dag, FunctionProgram, GenericBlock, Program, block_dags, iter_blocks
+from lafuse.hops.program import (
+    Dag,
+    ForBlock,
+    FunctionProgram,
+    GenericBlock,
+    IfBlock,
+    Program,
+    WhileBlock,
+    block_dags,
+    iter_blocks,
+    loop_iterations,
+)
 from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
@@ -235,8 +248,6 @@ def fusion_cannot_pay(dag: Dag, weight: float, cfg: cfgmod.Config) -> bool:
             n += 1
     if n == 0:
         return True
-    from lafuse.cost import constants as K
-
     bound = 3 * 8 * cells / K.DEFAULT_FIRST_TOUCH_BW + n * K.DEFAULT_MATRIX_OP_OVERHEAD
     return bound * K.FUSION_SKIP_MARGIN < K.CODEGEN_WARM_LOAD_TIME
 
@@ -245,9 +256,6 @@ def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
     """Expected executions of each generic block (loop bodies: DEFAULT_WHILE_ITERATIONS per loop
     level, as the cost model assumes; function bodies: as often as their most frequent call site),
     which amortize fused kernels' compilation. Records the weight of each call site in ``calls``."""
-    from lafuse.cost.constants import DEFAULT_WHILE_ITERATIONS
-    from lafuse.hops.program import ForBlock, IfBlock, WhileBlock
-
     for b in blocks:
         if isinstance(b, GenericBlock):
             b.weight = w
@@ -258,16 +266,13 @@ def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
             _set_weights(b.then_blocks, w, calls)
             _set_weights(b.else_blocks, w, calls)
         elif isinstance(b, ForBlock):
-            _set_weights(b.body, w * _for_iterations(b, DEFAULT_WHILE_ITERATIONS), calls)
+            _set_weights(b.body, w * _for_iterations(b, K.DEFAULT_WHILE_ITERATIONS), calls)
         elif isinstance(b, WhileBlock):
-            _set_weights(b.body, w * DEFAULT_WHILE_ITERATIONS, calls)
+            _set_weights(b.body, w * K.DEFAULT_WHILE_ITERATIONS, calls)
 
 
 def _for_iterations(b: Any, default: int) -> int:
     """Iterations of a for loop with constant bounds (``for (i in 1:200)``), else ``default``."""
-    from lafuse.hops import sizes
-    from lafuse.hops.program import loop_iterations
-
     def fold(d: Any) -> Any:
         return sizes.scalar_value(d.roots[0], {}) if d is not None and d.roots else None
 
@@ -347,8 +352,6 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     missing = [o for o in outputs if o not in st]
     if missing:
-        from lafuse.errors import DMLRuntimeError
-
         raise DMLRuntimeError(f"the script did not assign the requested output(s): {', '.join(missing)}")
     return {o: st[o] for o in outputs}
 

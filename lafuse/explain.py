@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from lafuse import config as cfgmod
+from lafuse import fusion
+from lafuse.compiler import Compiler
+from lafuse.cost.profile import HardwareProfile
+from lafuse.cost.program import ProgramCost, estimate_program
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 
@@ -92,8 +97,6 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
 
 
 def _fused(dag: Dag, compiler: Any, weight: float = 1.0) -> Dag:
-    from lafuse import fusion
-
     if not compiler.cfg.codegen:
         return dag
     return fusion.optimize(dag, compiler.cfg, weight=weight)[0]
@@ -143,3 +146,17 @@ def explain_program(prog: Program, mode: str, compiler: Any) -> str:
         lines.append(f"--FUNCTION {key} [recompile=true]")
         lines += _blocks(fp.blocks, 2, mode, compiler)
     return "\n".join(lines)
+
+
+def estimate_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
+                  prof: HardwareProfile | None = None, render: bool = False) -> ProgramCost:
+    """Compile ``text`` (without running it) and estimate its execution time on this machine."""
+    comp = Compiler(cfgmod.get(), nvargs)
+    prog = comp.compile_text(text, path)
+    return estimate_program(prog, comp, prof, render)
+
+
+def estimate_file(path: str, nvargs: dict[str, Any] | None = None, prof: HardwareProfile | None = None,
+                  render: bool = False) -> ProgramCost:
+    with open(path, encoding="utf-8") as f:
+        return estimate_text(f.read(), path, nvargs, prof, render)

@@ -23,7 +23,7 @@ from lafuse.codegen import finite, prims
 from lafuse.codegen.cache import ByMode, PlanCache, load_without_registries
 from lafuse.codegen.emit import Canon, canon
 from lafuse.codegen.runner import set_threads
-from lafuse.fusion.cplan import COLVEC, MAIN, ROWVEC, SCALAR, CPlan
+from lafuse.hops.cplan import COLVEC, MAIN, ROWVEC, SCALAR, CPlan
 
 _CACHE = PlanCache()
 for _f in vars(prims).values():  # runners call some primitives from Python (kcombine, all_finite)

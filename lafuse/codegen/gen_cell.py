@@ -37,7 +37,7 @@ nb x 2 x m for COL_AGG: sums and compensations, or min/max in row 0).
 from __future__ import annotations
 
 from lafuse.codegen.emit import HEADER, JIT, Canon, canon, indent, scalar_op
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COLVEC,

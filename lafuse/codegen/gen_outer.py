@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from lafuse.codegen.emit import HEADER, JIT, canon, indent, scalar_op
 from lafuse.codegen.gen_cell import main_slot, slot_args
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COLVEC,
     FULL_AGG,

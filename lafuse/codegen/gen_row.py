@@ -27,7 +27,7 @@ from typing import Any
 
 from lafuse.codegen.emit import HEADER, JIT, Canon, canon, indent, scalar_op
 from lafuse.codegen.gen_cell import main_slot, slot_args
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COL_AGG_B1_T,

@@ -35,7 +35,7 @@ from typing import Any
 
 from lafuse.codegen.emit import scalar_op
 from lafuse.codegen.gen_row import Emitter, RowInfo
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COL_AGG_B1_T,

@@ -9,7 +9,7 @@ branches on it; :func:`specialize` pins one mode, so Numba compiles one branch (
 
 from __future__ import annotations
 
-from lafuse.fusion.cplan import CPlan
+from lafuse.hops.cplan import CPlan
 
 
 def generate(plan: CPlan, key: str | None = None) -> str:

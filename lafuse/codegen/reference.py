@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COL_AGG_B1_T,

@@ -18,7 +18,7 @@ from lafuse.codegen import finite
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_cell import isect_ok
 from lafuse.codegen.prims import kcombine, kcombine_cols
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COLVEC,

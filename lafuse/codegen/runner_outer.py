@@ -9,7 +9,7 @@ import numpy as np
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.prims import kcombine
 from lafuse.codegen.runner import E1, E2, Mat, as_mat, blocks, dense, launch, make_csr, scalar, vector
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COLVEC,
     FULL_AGG,

@@ -12,7 +12,7 @@ from lafuse.codegen.gen_row import RowInfo, analyze, mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BlockCond, block_body
 from lafuse.codegen.prims import kcombine, small_mm
 from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COL_AGG_B1_T,

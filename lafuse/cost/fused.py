@@ -15,7 +15,7 @@ import sys
 from lafuse.cost import constants as K
 from lafuse.cost.operators import TRANSCENDENTAL, TRIG, instruction_cost, kernel_slowdown, mem_times, meta
 from lafuse.cost.profile import HardwareProfile
-from lafuse.fusion import cplan as C
+from lafuse.hops import cplan as C
 from lafuse.hops.hop import Hop
 
 

@@ -360,20 +360,3 @@ def _makes_sparse(h: Any) -> bool:
 def estimate_program(prog: Program, compiler: Any, prof: HardwareProfile | None = None,
                      render: bool = False) -> ProgramCost:
     return ProgramCoster(compiler, prof, render).program(prog)
-
-
-def estimate_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
-                  prof: HardwareProfile | None = None, render: bool = False) -> ProgramCost:
-    """Compile ``text`` (without running it) and estimate its execution time on this machine."""
-    from lafuse import config as cfgmod
-    from lafuse.compiler import Compiler
-
-    comp = Compiler(cfgmod.get(), nvargs)
-    prog = comp.compile_text(text, path)
-    return estimate_program(prog, comp, prof, render)
-
-
-def estimate_file(path: str, nvargs: dict[str, Any] | None = None, prof: HardwareProfile | None = None,
-                  render: bool = False) -> ProgramCost:
-    with open(path, encoding="utf-8") as f:
-        return estimate_text(f.read(), path, nvargs, prof, render)

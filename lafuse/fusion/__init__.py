@@ -21,8 +21,8 @@ from lafuse.hops.program import Dag
 
 if TYPE_CHECKING:
     from lafuse.cost.profile import HardwareProfile
-    from lafuse.fusion import cplan as C
     from lafuse.fusion.memo import MemoTable
+    from lafuse.hops import cplan as C
 
 
 @dataclass

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lafuse.fusion import cplan as C
 from lafuse.fusion.memo import MemoEntry, MemoTable
 from lafuse.fusion.templates import (
     agg_of,
@@ -23,6 +22,7 @@ from lafuse.fusion.templates import (
     is_transpose,
     outer_like,
 )
+from lafuse.hops import cplan as C
 from lafuse.hops import sizes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
 

@@ -16,10 +16,10 @@ from lafuse.cost.fused import blas_start, calls_blas, compile_penalty, fused_cos
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import decisions, observed
-from lafuse.fusion import cplan as C
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
+from lafuse.hops import cplan as C
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag, copy_dag

@@ -18,7 +18,7 @@ and operator kinds only: whether a fused operator pays off is the plan selector'
 
 from __future__ import annotations
 
-from lafuse.fusion import cplan as C
+from lafuse.hops import cplan as C
 from lafuse.hops.hop import MATRIX, Hop
 
 OPEN, CLOSED_VALID, CLOSED_INVALID = 0, 1, -1

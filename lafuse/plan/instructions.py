@@ -41,7 +41,7 @@ class Instruction:
 
     @property
     def cplan(self) -> Any:
-        """The fused operator's plan (fusion.cplan.CPlan) a ``spoof*`` instruction runs."""
+        """The fused operator's plan (hops.cplan.CPlan) a ``spoof*`` instruction runs."""
         return self.hop.params.get("cplan") if self.hop.kind == "spoof" else None
 
     def render(self, fmts: dict[int, str | None] | None = None) -> str:

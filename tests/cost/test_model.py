@@ -17,7 +17,8 @@ from lafuse.compiler import Compiler
 from lafuse.cost import constants as K
 from lafuse.cost.operators import Cost, instruction_cost, mem_times
 from lafuse.cost.profile import HardwareProfile
-from lafuse.cost.program import ProgramCoster, estimate_text
+from lafuse.cost.program import ProgramCoster
+from lafuse.explain import estimate_text
 from lafuse.hops.hop import MATRIX, Hop
 
 PROF = HardwareProfile()  # fixed default rates: estimates here do not depend on a calibration file

@@ -31,7 +31,7 @@ from lafuse.codegen.gen_row import mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BLOCK_MODES, BlockCond
 from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COL_AGG_B1_T,
@@ -631,7 +631,7 @@ def test_shape_mismatch_raises_value_error():
 _SCRIPT = """
 import json, sys
 from lafuse import codegen
-from lafuse.fusion.cplan import CPlanBuilder, CPlan, MAIN, CELL, FULL_AGG
+from lafuse.hops.cplan import CPlanBuilder, CPlan, MAIN, CELL, FULL_AGG
 import numpy as np
 b = CPlanBuilder()
 x, y = b.input(0, MAIN), b.input(1, CELL)

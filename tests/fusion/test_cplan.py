@@ -18,7 +18,7 @@ from lafuse import config as cfgmod
 from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
 from lafuse.errors import DMLValidationError
-from lafuse.fusion.cplan import (
+from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
     COLVEC,

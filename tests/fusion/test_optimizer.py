@@ -10,10 +10,10 @@ import pytest
 from lafuse import config as cfgmod
 from lafuse import fusion
 from lafuse.compiler import Compiler
-from lafuse.fusion import cplan as C
 from lafuse.fusion import optimizer
 from lafuse.fusion.memo import explore
 from lafuse.fusion.select import Context, CostBased, interesting_points, partitions
+from lafuse.hops import cplan as C
 from lafuse.hops.program import GenericBlock, iter_blocks
 
 SELECTORS = ("fuse-all", "fuse-no-redundancy", "cost")
