@@ -281,7 +281,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     from lafuse.compiler import Compiler
     from lafuse.runtime import reuse
     from lafuse.runtime.interp import Interpreter
-    from lafuse.runtime.threads import blas_limited
+    from lafuse.threads import blas_limited
 
     stats = None
     if cfg.stats:
@@ -368,7 +368,7 @@ def _record_kernels_used(text: str, policy: str | None) -> None:
     still running (never exit mid-import). Kernels kept only because this run's background start had
     imported Numba (fusion.ON_PRESTART) do not count: else a start would keep itself going."""
     from lafuse.feedback import prestart
-    from lafuse.runtime.sparse import sp
+    from lafuse.sparse import sp
 
     counts = {prestart.SPARSE: int(type(sp).used)}
     if policy is not None:

@@ -337,8 +337,8 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     """
     from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
-    from lafuse.runtime.threads import blas_limited
     from lafuse.runtime.values import as_input_value
+    from lafuse.threads import blas_limited
 
     bound = {k: as_input_value(v, f"input '{k}'") for k, v in (inputs or {}).items()}
 

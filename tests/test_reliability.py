@@ -84,7 +84,7 @@ def test_threads_option_runs_with_that_budget(capsys):
 def test_thread_budget_caps_blas():
     from threadpoolctl import threadpool_info
 
-    from lafuse.runtime.threads import blas_limited
+    from lafuse.threads import blas_limited
 
     np.ones((2, 2)) @ np.ones((2, 2))  # BLAS is loaded
     with blas_limited(1):

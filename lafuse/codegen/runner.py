@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from lafuse import threads as pools
 from lafuse.codegen import finite
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_cell import isect_ok
@@ -30,8 +31,7 @@ from lafuse.hops.cplan import (
     SCALAR,
     finite_required,
 )
-from lafuse.runtime import threads as pools
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 F64 = np.float64
 E2 = np.empty((0, 0))

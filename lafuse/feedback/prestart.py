@@ -19,7 +19,7 @@ deadlock on an import lock the main thread holds); importing ``lafuse.codegen`` 
 Config ``numba_prestart``, env ``LAFUSE_NUMBA_PRESTART=0`` turns it off.
 
 SciPy's sparse module the same way (record SPARSE): lafuse imports it on the first sparse value
-(runtime.sparse), and that import, 0.18-0.25 s, landed inside the run, e.g. in KMeans' first
+(lafuse.sparse), and that import, 0.18-0.25 s, landed inside the run, e.g. in KMeans' first
 ``D <= rowMins(D)`` (a CSR result): 0.245 s for that call, 8-12 ms for the next ones. It is begun at
 launch when the script's last run used sparse values. One thread runs the imports in turn.
 

@@ -130,7 +130,7 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
     tests check the optimizer's plans with it without paying for Numba compilation)."""
     plan = h.params["cplan"]
     if backend == "reference":
-        from lafuse.codegen.reference import evaluate
+        from lafuse.runtime.local.reference import evaluate
 
         def ref(*args: Any) -> Any:
             return evaluate(plan, list(args))

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from lafuse.errors import DMLRuntimeError
-from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue, is_matrix
+from lafuse.sparse import sp
 
 # ---------------------------------------------------------------------------------------------
 # jdk.internal.math.FloatingDecimal.BinaryToASCIIBuffer.dtoa (JDK 17)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from lafuse.formats import may_be_sparse, sparse_format
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 SAMPLE_CELLS = 1 << 20  # from this size, a dense block is first checked on a sample of rows
 HINT_SAMPLE_CELLS = 1 << 15  # cells a cost-model nnz hint reads of a large dense block

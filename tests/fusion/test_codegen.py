@@ -29,7 +29,6 @@ from lafuse.codegen import runner_row
 from lafuse.codegen.emit import canon
 from lafuse.codegen.gen_row import mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BLOCK_MODES, BlockCond
-from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
 from lafuse.hops.cplan import (
     CELL,
@@ -52,6 +51,7 @@ from lafuse.hops.cplan import (
     CPlanBuilder,
     cell_read_inputs,
 )
+from lafuse.runtime.local.reference import evaluate
 from lafuse.runtime.values import as_matrix_value
 
 
@@ -700,8 +700,8 @@ def _blas_counts() -> dict[str, int]:
 def test_kernel_pool_threads_run_blas_on_one_thread():
     """Every pool thread calls BLAS (np.dot per block) at once: none may spread its products over all
     cores too, so every loaded BLAS runs at one thread while such a kernel runs (threads.blas_single)."""
+    from lafuse import threads
     from lafuse.codegen import runner
-    from lafuse.runtime import threads
 
     assert threads.blas_setters(), "no BLAS with a settable thread count is loaded"
     seen: list[dict[str, int]] = []

@@ -15,7 +15,6 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lafuse import config as cfgmod
-from lafuse.codegen.reference import evaluate
 from lafuse.compiler import run_dml
 from lafuse.errors import DMLValidationError
 from lafuse.hops.cplan import (
@@ -32,6 +31,7 @@ from lafuse.hops.cplan import (
     CPlan,
     CPlanBuilder,
 )
+from lafuse.runtime.local.reference import evaluate
 
 SHAPE = (4, 3)
 NAMES = {0: "X", 1: "Y", 2: "r", 3: "c", 4: "s"}

@@ -402,7 +402,7 @@ def test_a_scipy_sparse_still_being_imported_holds_no_sparse_values(monkeypatch)
     # issparse must not touch its missing attributes (no sparse value can exist before it finishes)
     import types
 
-    from lafuse.runtime.sparse import sp
+    from lafuse.sparse import sp
 
     monkeypatch.setitem(sys.modules, "scipy.sparse", types.ModuleType("scipy.sparse"))
     assert sp.issparse(np.zeros((2, 2))) is False

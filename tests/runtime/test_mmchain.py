@@ -207,11 +207,11 @@ def test_the_fusion_optimizer_prices_an_unfused_chain_as_the_instruction(big: di
 
 
 def test_the_blocked_pass_splits_rows_by_the_thread_budget_and_restores_blas(monkeypatch: pytest.MonkeyPatch):
-    """One row range per thread of the run's budget (runtime.threads), BLAS at one thread inside the
+    """One row range per thread of the run's budget (lafuse.threads), BLAS at one thread inside the
     ranges and back to its count after; one thread runs the ranges in the calling thread."""
     from threadpoolctl import threadpool_info
 
-    from lafuse.runtime import threads
+    from lafuse import threads
 
     monkeypatch.setattr(la, "MMCHAIN_MIN_BYTES", 0)
     monkeypatch.setattr(la, "MMCHAIN_BLOCK_BYTES", 8 * 6 * 5)

@@ -42,8 +42,8 @@ from lafuse.runtime.io.text import (
     strip_bom,
     writeable,
 )
-from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, choose_format, is_matrix, nnz
+from lafuse.sparse import sp
 
 # measured peaks of whole reads (tracemalloc), beyond the file's bytes: the csv path holds the
 # dense result about 4 times over (pandas' frame, its copy, the result; 2e4 x 200: 199 MB for a 77 MB

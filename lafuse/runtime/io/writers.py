@@ -12,8 +12,8 @@ from lafuse.errors import DMLRuntimeError
 from lafuse.mtd import author, check_text, created, mtd_text, norm_format, norm_param
 from lafuse.runtime.io.atomic import AtomicFiles, HashingWriter
 from lafuse.runtime.printing import java_double_str
-from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue, is_matrix, is_sparse, nnz
+from lafuse.sparse import sp
 
 _BLOCKSIZE = 1000  # SystemDS default block size, recorded in binary .mtd files
 _MM_HEADER = "%%MatrixMarket matrix coordinate real general"

@@ -37,7 +37,7 @@ from lafuse.runtime.local.kernels_common import (
     vec1d,
 )
 from lafuse.runtime.local.kernels_elementwise import binary
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 ndarray = np.ndarray
 

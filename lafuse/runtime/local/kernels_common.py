@@ -17,8 +17,8 @@ import numpy as np
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.formats import may_be_sparse, sparse_format
-from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue
+from lafuse.sparse import sp
 
 F64 = np.float64
 LONG_MAX = 2**63 - 1

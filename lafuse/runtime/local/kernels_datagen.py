@@ -41,7 +41,7 @@ from lafuse.runtime.local.kernels_common import (
     trunc_index,
     type_name,
 )
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 # SystemDS-exact positions/values for sparse uniform/normal rand (see module docstring).
 EXACT_SPARSE_RAND = os.environ.get("LAFUSE_SDS_SPARSE_RAND", "1") not in ("", "0")

@@ -48,7 +48,7 @@ from lafuse.runtime.local.kernels_common import (
     to_long_eps,
     type_name,
 )
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 ndarray = np.ndarray
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from lafuse import threads
 from lafuse.errors import DMLRuntimeError
-from lafuse.runtime import threads
 from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
 from lafuse.runtime.local.kernels_elementwise import make_binary
-from lafuse.runtime.sparse import sp
+from lafuse.sparse import sp
 
 ndarray = np.ndarray
 _EPS = 2.0**-53  # commons-math Precision.EPSILON
@@ -77,7 +77,7 @@ def mmchain_blocked(x: Any, v: Any, w: Any = None, w_first: bool = True) -> np.n
     """``t(X) %*% (X %*% v)`` (``w`` None) or ``t(X) %*% (w * (X %*% v))`` as one pass over a dense X
     in row blocks, each multiplied twice while it is in cache: SystemML's hand-coded mmchain operator,
     a single scan over X (paper 001 §5), for plans that leave the chain unfused. The rows are split
-    into one contiguous range per thread of the run's budget (runtime.threads), each summed on its
+    into one contiguous range per thread of the run's budget (lafuse.threads), each summed on its
     own and added in range order, so the result depends on the thread count, not on scheduling. None
     where the plain products are the right code: a sparse or small X, a wide v, a w neither a column
     nor of the product's shape."""

@@ -37,8 +37,8 @@ from lafuse.runtime.local.kernels_common import (
     type_name,
     vec1d,
 )
-from lafuse.runtime.sparse import sp
 from lafuse.runtime.values import Frame, ListValue
+from lafuse.sparse import sp
 
 ndarray = np.ndarray
 

@@ -214,7 +214,7 @@ def _cell(plan: CPlan, inputs: list[Any]) -> Any:
 def _keep(v: Any) -> Any:
     """A CSR value stays CSR (its format fixes the unfused operators' semantics), others densify."""
     if hasattr(v, "tocsr"):
-        from lafuse.runtime.sparse import sp
+        from lafuse.sparse import sp
 
         return sp.csr_array(v.tocsr(), dtype=np.float64)
     return _dense(v)
@@ -344,7 +344,7 @@ def _outer(plan: CPlan, inputs: list[Any]) -> Any:
     if plan.agg == FULL_AGG:
         return float(KERNELS["sum"](W))
     if plan.agg in (LEFT_MM, RIGHT_MM):
-        from lafuse.runtime.sparse import sp
+        from lafuse.sparse import sp
 
         mm = _dense(inputs[plan.mm])
         Ws = sp.csr_array(W)
