@@ -153,7 +153,7 @@ class Measurement:
 
 
 def _quiet_stats() -> Any:
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     class QuietStats(Stats):
         """Stats without the per-instruction cost estimate (computed inside the timed span of an

@@ -65,7 +65,7 @@ def lafuse_ops(script: str, path: str) -> tuple[float, float]:
     from lafuse import config as cfgmod
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     stats = Stats()
     with cfgmod.using(cfgmod.Config(stats=True)):

@@ -103,7 +103,7 @@ def run_once(script: str, data: dict[str, str], flags: list[str], cache: str) ->
     kern = re.search(r"Codegen kernels: compiled (\d+) \(([\d.]+) sec\.\), disk cache hits (\d+) \(([\d.]+) sec\.\)",
                      p.stdout)
     deferred = re.search(r"\((\d+) kernels that would pay from the disk cache", p.stdout)
-    subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "lafuse.background", "--wait"], env=env, check=True)
     return {"op": op, "wall": wall, "result": res, "deferred": int(deferred.group(1)) if deferred else 0,
             "compiled": int(kern.group(1)) if kern else 0, "cold_s": float(kern.group(2)) if kern else 0.0,
             "disk_hits": int(kern.group(3)) if kern else 0, "warm_s": float(kern.group(4)) if kern else 0.0}

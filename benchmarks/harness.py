@@ -264,7 +264,7 @@ _CODEGEN_STATS = {
     "plans_evaluated": r"(\d+) evaluated", "pruned_cost": r"(\d+) skipped by cost",
     "pruned_structural": r"(\d+) skipped by structure", "kernels_compiled": r"kernels: compiled (\d+)",
     "compile_s": r"kernels: compiled \d+ \(([\d.]+) sec", "disk_hits": r"disk cache hits (\d+)",
-    # the first kernel line is the slowest one (lafuse.stats sorts them by time)
+    # the first kernel line is the slowest one (lafuse.runtime.stats sorts them by time)
     "kernel_max_s": r"kernel [0-9a-f]+: cold compile ([\d.]+) sec",
     "load_s": r"disk cache hits \d+ \(([\d.]+) sec", "mem_hits": r"memory cache hits (\d+)",
     "numba_import_s": r"importing Numba ([\d.]+) sec", "deferred": r"\((\d+) kernels that would pay from the disk",
@@ -348,10 +348,10 @@ class JavaRunner:
 
 def wait_deferred(cache: str | None, env: dict[str, str], timeout: float = 600.0) -> None:
     """Until the background compile a run started is done: its marker (``.deferred_<pid>.json`` in the
-    cache) is gone. Polled here, not by ``python -m lafuse.codegen.deferred --wait``, which costs a Python
+    cache) is gone. Polled here, not by ``python -m lafuse.background --wait``, which costs a Python
     start per measurement; without a cache of our own, that command it is."""
     if cache is None:
-        subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], check=False, env=env)
+        subprocess.run([sys.executable, "-m", "lafuse.background", "--wait"], check=False, env=env)
         return
     end = time.time() + timeout
     while time.time() < end:

@@ -44,7 +44,7 @@ def run_lafuse(sc: corpus.Script, args: dict[str, str], flags: list[str], cache:
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"lafuse {flags} failed on {sc.name}:\n{p.stderr[-2000:]}")
-    subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "lafuse.background", "--wait"], env=env, check=True)
     return wall
 
 

@@ -268,8 +268,9 @@ def write_signed(name: str, payload: bytes) -> Path:
     return path
 
 
-# generated plan code (runtime.straight.compiled): file name prefix, suffix, how many files are kept
-PLAN_CODE = ("code_", ".marshal", 512)
+# the kinds of files kept here besides kernels: file name prefix, suffix, how many files are kept
+PLAN_CODE = ("code_", ".marshal", 512)  # generated plan code (runtime.straight.compiled)
+PARSED_AST = ("ast_", ".pickle", 256)  # parsed scripts (lang.parser)
 
 
 def load_file(name: str) -> bytes | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lafuse import cachedir
 from lafuse.cachedir import PYCACHE
+from lafuse.config import profile_path
 
 RUN_FEEDBACK = ("observed.json", "prestart.json", "decisions.json")  # run feedback beside the kernels (lafuse.feedback)
 MARKERS = ".deferred_*.json"  # one per running background job (lafuse.codegen.deferred)
@@ -159,17 +160,20 @@ def info(max_bytes: int) -> list[str]:
              f"cache_max_bytes; least recently used kernels are evicted beyond it)"]
     if ks:
         lines.append(f"last used: oldest {_when(min(k.used for k in ks))}, newest {_when(max(k.used for k in ks))}")
-    from lafuse.lang.parser import MAX_AST_FILES, ast_files
-
     asts, codes = ast_files(d), code_files(d)
     lines.append(f"parsed scripts: {len(asts)}, {_human(sum(p.stat().st_size for p in asts))} "
-                 f"(at most {MAX_AST_FILES}, least recently used removed)")
+                 f"(at most {cachedir.PARSED_AST[2]}, least recently used removed)")
     lines.append(f"compiled plan code: {len(codes)}, {_human(sum(p.stat().st_size for p in codes))} "
                  f"(at most {cachedir.PLAN_CODE[2]}, least recently used removed)")
     jobs = pending(d)
     lines.append(f"background jobs pending: {len(jobs)}" + (f" (pids {', '.join(str(p) for p, _ in jobs)})"
                                                             if jobs else ""))
     return lines
+
+
+def ast_files(d: Path) -> list[Path]:
+    """The parsed scripts kept in cache directory ``d`` (lang.parser)."""
+    return cachedir.cached_files(d, *cachedir.PARSED_AST[:2])
 
 
 def code_files(d: Path) -> list[Path]:
@@ -198,16 +202,12 @@ def clear(everything: bool) -> tuple[int, list[str]]:
     other: list[str] = []
     leftovers = [p for pat in (".tmp_*", ".deferred_*", ".observed_*", ".prestart_*") for p in d.glob(pat)]
     leftovers += [p for p in (d / PYCACHE).glob("*.tmp.*")] + [p for p in (d / PYCACHE).glob(".probe_*")]
-    from lafuse.lang.parser import ast_files
-
     for what, files in (("parsed scripts", ast_files(d)), ("compiled plan codes", code_files(d))):
         for p in files:
             p.unlink(missing_ok=True)
         if files:
             other.append(f"{len(files)} {what}")
     if everything:
-        from lafuse.cost.profile import profile_path
-
         leftovers += [d / name for name in RUN_FEEDBACK] + [profile_path()]
     for p in leftovers:
         if p in live or not (p.is_file() or p.is_symlink()):

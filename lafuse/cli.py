@@ -285,7 +285,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
 
     stats = None
     if cfg.stats:
-        from lafuse.stats import Stats
+        from lafuse.runtime.stats import Stats
 
         stats = Stats()
     comp = Compiler(cfg, nvargs, pos, stats)
@@ -459,7 +459,7 @@ def _spawn_deferred(cfg: Any) -> None:
         fusion.DEFERRED.clear()
 
 
-# field -> unit, in the order the table shows them (what each rate measures: lafuse.cost.calibrate)
+# field -> unit, in the order the table shows them (what each rate measures: lafuse.calibrate)
 _PROFILE_UNITS = {
     "mem_read_bw": "bytes/s",
     "mem_write_bw": "bytes/s",
@@ -520,7 +520,7 @@ def _calibrate(ns: argparse.Namespace) -> int:
         return 0
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from lafuse.cost.calibrate import calibrate
+    from lafuse.calibrate import calibrate
 
     t0 = time.perf_counter()
     try:

@@ -39,7 +39,7 @@ from lafuse.plan import Plan, build
 from lafuse.runtime.bind import bind, evaluate_literals
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
 
 class Compiler:

@@ -1,7 +1,6 @@
-"""EXPLAIN output of HOP programs and runtime plans, in the shape of SystemDS's (paper 003 Fig. 1-2).
-
-Each HOP line: ``(id) op (input ids) [rows,cols,nnz] [memory] exec-type line N``.
-"""
+"""EXPLAIN output of HOP programs and runtime plans, in the shape of SystemDS's (paper 003 Fig. 1-2):
+per block, the HOP DAGs, the fused DAGs, the generated code, the physical plan or its costs (the
+lines themselves: plan.render)."""
 
 from __future__ import annotations
 
@@ -12,51 +11,8 @@ from lafuse import fusion
 from lafuse.compiler import Compiler
 from lafuse.cost.profile import HardwareProfile
 from lafuse.cost.program import ProgramCost, estimate_program
-from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-
-
-def _mb(b: float) -> str:
-    """Memory estimate, human-scaled ([76MB], [12KB], [8B]); [-] when unknown."""
-    if b < 0:
-        return "[-]"
-    for unit, size in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
-        if b >= size:
-            return f"[{b / size:.3g}{unit}]"
-    return f"[{b:.0f}B]"
-
-
-def hop_line(h: Hop) -> str:
-    ins = ",".join(str(i.id) for i in h.inputs)
-    ins = f" ({ins})" if ins else ""
-    if h.dt == MATRIX:
-        dims = f"[{h.rows},{h.cols},{h.nnz}]"
-    else:
-        dims = f"[{h.dt}.{h.vt}]"
-    line = f" line {h.span.line}" if h.span.line else ""
-    return f"({h.id}) {h.label()}{ins} {dims} {_mb(h.mem)} {h.exec_type}{line}"
-
-
-def explain_dag(dag: Dag, block: Block | None = None, indent: str = "------") -> str:
-    lines = []
-    if block is not None:
-        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
-    lines += [f"{indent}{hop_line(h)}" for h in dag.hops()]
-    return "\n".join(lines)
-
-
-def explain_plan(plan: Any, block: Block | None = None, indent: str = "------") -> str:
-    lines = []
-    if block is not None:
-        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
-    for r, v in sorted(plan.constants.items()):
-        lines.append(f"{indent}CP const _r{r} {v!r}")
-    fmts = plan.formats()
-    for ins in plan.instructions:
-        lines.append(f"{indent}{ins.render(fmts)}{_cplan_note(ins.hop)}")
-    for name, r in plan.writes:
-        lines.append(f"{indent}CP assignvar _r{r} {name}")
-    return "\n".join(lines)
+from lafuse.plan.render import cplan_note, explain_plan, hop_line
 
 
 def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[str]:
@@ -68,7 +24,7 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
             if mode == "hops":
                 out += [f"{pad}--{hop_line(h)}" for h in b.dag.hops()]
             elif mode == "fused":
-                out += [f"{pad}--{hop_line(h)}{_cplan_note(h)}" for h in _fused(b.dag, compiler, b.weight).hops()]
+                out += [f"{pad}--{hop_line(h)}{cplan_note(h)}" for h in _fused(b.dag, compiler, b.weight).hops()]
             elif mode == "codegen":
                 plan = compiler.lower_dag(b.dag, b.weight)
                 out += [f"{pad}--" + ln for ln in explain_codegen(plan).splitlines()]
@@ -102,22 +58,13 @@ def _fused(dag: Dag, compiler: Any, weight: float = 1.0) -> Dag:
     return fusion.optimize(dag, compiler.cfg, weight=weight)[0]
 
 
-def _cplan_note(h: Hop) -> str:
-    p = h.params.get("cplan") if h.kind == "spoof" else None
-    if p is None:
-        return ""
-    roots = p.roots if p.template == "magg" else p.all_roots()
-    aggs = ",".join(p.agg_ops) if p.template == "magg" else p.agg_op
-    return f" {{{p.template} {p.agg}:{aggs} sparse_safe={p.sparse_safe}{' narrow' if p.narrow else ''} {' | '.join(map(repr, roots))}}}"
-
-
 def explain_codegen(plan: Any) -> str:
     """The CPlans of the fused instructions of a lowered plan and their generated source."""
     lines = []
     for ins in plan.instructions:
         if ins.hop.kind != "spoof":
             continue
-        lines.append(f"{ins.render()}{_cplan_note(ins.hop)}")
+        lines.append(f"{ins.render()}{cplan_note(ins.hop)}")
         fused = getattr(ins.fn, "fused", None)
         src = getattr(fused, "source", None)
         if src:

@@ -23,8 +23,9 @@ jobs); the finer switches ``codegen_defer`` and ``auto_calibrate`` still apply e
 A kernel counts as cached only once Numba's index exists (``PlanCache.on_disk``), so a run that
 starts while the background compile is still working decides as if the kernel were not there.
 
-    python -m lafuse.codegen.deferred --job      # what the background process runs (job on stdin)
-    python -m lafuse.codegen.deferred --wait     # block until no background compile is pending
+The background process is ``python -m lafuse.background --job`` (lafuse/background.py: it calibrates
+when asked, then runs ``compile_all``); ``python -m lafuse.background --wait`` blocks until no job is
+pending.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ NICE = 10  # the background compile yields the CPU to foreground work
 STALE_AFTER = cachefiles.STALE_AFTER  # s, a pending compile older than this is taken for dead
 
 
-def _marker(d: Path, pid: int) -> Path:
+def marker(d: Path, pid: int) -> Path:
     return d / f".deferred_{pid}.json"
 
 
@@ -64,46 +65,30 @@ def spawn(plans: dict[str, Any], calibrate: Path | None = None,
     job = pickle.dumps({"plans": list(plans.values()), "calibrate": None if calibrate is None else str(calibrate),
                         "cache_max_bytes": cfgmod.get().cache_max_bytes if max_bytes is None else max_bytes})
     env = dict(os.environ, LAFUSE_CODEGEN_CACHE=str(d))
-    proc = subprocess.Popen([sys.executable, "-m", "lafuse.codegen.deferred", "--job"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "lafuse.background", "--job"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     assert proc.stdin is not None
     try:  # the marker before the job: the process waits for its job, so it cannot end before the marker
-        write_json(_marker(d, proc.pid), {"pid": proc.pid, "kernels": len(plans), "calibrate": calibrate is not None,
+        write_json(marker(d, proc.pid), {"pid": proc.pid, "kernels": len(plans), "calibrate": calibrate is not None,
                                           "started": time.time()})
         proc.stdin.write(job)
         proc.stdin.close()
     except BaseException:
         proc.kill()
-        _marker(d, proc.pid).unlink(missing_ok=True)
+        marker(d, proc.pid).unlink(missing_ok=True)
         raise
     return proc
 
 
-def _calibrate(target: Path) -> None:
-    """Measure this machine (quick) into ``target``, unless a valid profile appeared there meanwhile
-    (another run's background job, or the user's ``lafuse calibrate``); an invalid one is replaced."""
-    from lafuse.cost import profile
-    from lafuse.cost.calibrate import calibrate
-
-    if profile.valid(target):
-        return
-    try:
-        profile.save(calibrate(quick=True), target)
-    except Exception:  # noqa: BLE001 - nobody reads this process's output: the compiles still run, and
-        pass  # the defaults stay (the next run that decides on them asks again)
-
-
 def compile_all(job: dict[str, Any]) -> int:
-    """Run a job: the calibration it asks for, then a compile of every plan that is not cached yet, in
-    the mode its recorded input sizes will run (``codegen.predict_mode``); returns how many plans
-    were compiled. ``job["plans"]``: (plan, input sizes) pairs, the sizes (rows, cols, CSR) by plan
-    position or None (the dense mode)."""
+    """Run a job's compiles (its calibration, ``job["calibrate"]``, is the background process's, done
+    before): every plan that is not cached yet, in the mode its recorded input sizes will run
+    (``codegen.predict_mode``); returns how many plans were compiled. ``job["plans"]``: (plan, input
+    sizes) pairs, the sizes (rows, cols, CSR) by plan position or None (the dense mode)."""
     from lafuse import config as cfgmod
     from lafuse.codegen import precompile
 
-    if job.get("calibrate") is not None:
-        _calibrate(Path(job["calibrate"]))
     n = 0
     with cfgmod.using(cache_max_bytes=int(job.get("cache_max_bytes", cfgmod.get().cache_max_bytes))):
         for plan, inputs in job["plans"]:
@@ -126,25 +111,3 @@ def wait(timeout: float = STALE_AFTER) -> bool:
             return False
         time.sleep(0.1)
     return True
-
-
-def main(argv: list[str]) -> int:
-    if argv == ["--wait"]:
-        return 0 if wait() else 1
-    if argv != ["--job"]:
-        print(__doc__, file=sys.stderr)
-        return 2
-    try:
-        os.nice(NICE)
-    except OSError:  # pragma: no cover - not permitted: compile at normal priority
-        pass
-    marker = _marker(cachedir.usable(), os.getpid())
-    try:  # the job comes from the lafuse run that started this process, over the pipe
-        compile_all(pickle.load(sys.stdin.buffer))
-    finally:
-        marker.unlink(missing_ok=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

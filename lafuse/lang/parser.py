@@ -5,7 +5,7 @@ start, more than the rest of a small script's compilation. The AST of a parsed s
 the plan-cache directory, signed like every file there (``lafuse.cachedir``: checked directory,
 per-user HMAC key; a file whose tag does not verify is ignored), keyed by the text, the path its
 spans name, the front end's sources and the installed lark. A script run before then never imports
-lark. At most ``MAX_AST_FILES`` are kept (least recently used removed); ``lafuse cache clear`` removes
+lark. At most ``cachedir.PARSED_AST[2]`` are kept (least recently used removed); ``lafuse cache clear`` removes
 them.
 """
 
@@ -16,8 +16,8 @@ import hashlib
 import os
 import pickle
 import sys
-from pathlib import Path
 
+from lafuse import cachedir
 from lafuse.errors import DMLSyntaxError
 from lafuse.lang import ast as A
 from lafuse.lang.escapes import unescape
@@ -26,8 +26,6 @@ __all__ = ["parse", "parse_file", "read_source", "unescape"]
 
 _HERE = os.path.dirname(__file__)
 _STAMP_FILES = ("ast.py", "escapes.py", "grammar.py", "parser.py", "dml.lark")
-AST_PREFIX = "ast_"
-MAX_AST_FILES = 256
 MAX_CACHED_TEXT = 1 << 20  # bytes; longer scripts are parsed every time
 
 
@@ -52,12 +50,11 @@ def _cache_name(text: str, path: str) -> str:
     h = hashlib.sha256(_stamp())
     for part in (path, text):
         h.update(part.encode("utf-8", "surrogatepass") + b"\0")
-    return f"{AST_PREFIX}{h.hexdigest()[:32]}.pickle"
+    prefix, suffix, _ = cachedir.PARSED_AST
+    return f"{prefix}{h.hexdigest()[:32]}{suffix}"
 
 
 def _cached(name: str) -> A.Script | None:
-    from lafuse import cachedir
-
     payload = cachedir.load_file(name)
     if payload is None:
         return None
@@ -69,20 +66,11 @@ def _cached(name: str) -> A.Script | None:
 
 
 def _store(name: str, script: A.Script) -> None:
-    from lafuse import cachedir
-
     try:
         payload = pickle.dumps(script, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - an AST too deep to pickle: the next run parses again
         return
-    cachedir.store_file(name, payload, AST_PREFIX, ".pickle", MAX_AST_FILES)
-
-
-def ast_files(d: Path) -> list[Path]:
-    """The cached ASTs in cache directory ``d``."""
-    from lafuse import cachedir
-
-    return cachedir.cached_files(d, AST_PREFIX, ".pickle")
+    cachedir.store_file(name, payload, *cachedir.PARSED_AST)
 
 
 def parse(text: str, path: str = "<string>") -> A.Script:

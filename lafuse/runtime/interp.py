@@ -26,7 +26,7 @@ from lafuse.runtime.bind import bind_args
 from lafuse.runtime.values import ListValue, is_matrix
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
 
 def _dag_span(dag: Any, b: Block) -> Any:

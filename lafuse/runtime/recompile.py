@@ -20,6 +20,7 @@ from lafuse.hops import sizes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
 from lafuse.hops.program import Dag, GenericBlock, copy_dag
 from lafuse.hops.validate import user_size_conflict
+from lafuse.plan import render
 from lafuse.runtime import straight
 from lafuse.runtime.values import is_matrix, nnz
 
@@ -172,8 +173,6 @@ def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
         stats.recompile_time += time.perf_counter() - t0
     explain = interp.cfg.explain
     if explain in ("recompile_hops", "recompile_runtime"):
-        from lafuse import explain as ex
-
-        text = ex.explain_dag(dag, b) if explain == "recompile_hops" else ex.explain_plan(plan, b)
+        text = render.explain_dag(dag, b) if explain == "recompile_hops" else render.explain_plan(plan, b)
         interp.compiler.explain_out.write(text + "\n")
     return plan

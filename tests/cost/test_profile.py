@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lafuse.calibrate import calibrate
 from lafuse.cost import profile
-from lafuse.cost.calibrate import calibrate
 from lafuse.cost.profile import HardwareProfile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_quick_calibration_gives_sane_rates():
 def test_numba_start_is_measured_in_fresh_runs(tmp_path: Path):
     """The full calibration's last step: a cold run fills a private plan cache, then fresh runs
     report the import and the one load (the quick calibration keeps the defaults)."""
-    from lafuse.cost import calibrate as cal
+    from lafuse import calibrate as cal
 
     start = cal._numba_start(str(tmp_path), runs=1)
     assert start is not None
@@ -139,7 +139,7 @@ def test_numba_start_is_measured_in_fresh_runs(tmp_path: Path):
 
 
 def test_numba_start_failure_keeps_the_defaults(tmp_path: Path, monkeypatch, capsys):
-    from lafuse.cost import calibrate as cal
+    from lafuse import calibrate as cal
 
     monkeypatch.setattr(cal, "_START_SCRIPT", "print(1 +)\n")  # a run that exits 1
     assert cal._numba_start(str(tmp_path), runs=1) is None

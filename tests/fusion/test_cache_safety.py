@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lafuse import cachedir, cachefiles, cli, codegen, fusion
+from lafuse import background, cachedir, cachefiles, cli, codegen, fusion
 from lafuse import config as cfgmod
 from lafuse.codegen import deferred
 from lafuse.cost import profile
@@ -415,13 +415,13 @@ def test_the_job_goes_over_stdin_and_only_a_json_marker_is_written(shared, tmp_p
     assert deferred.spawn({}, None) is None  # nothing to do: no process
     deferred.spawn({"k": "plan"}, tmp_path / "p.json")
     [p] = started
-    assert p.argv[1:] == ["-m", "lafuse.codegen.deferred", "--job"] and p.kw["stdin"] == subprocess.PIPE
+    assert p.argv[1:] == ["-m", "lafuse.background", "--job"] and p.kw["stdin"] == subprocess.PIPE
     assert pickle.loads(p.stdin.getvalue()) == {"plans": ["plan"], "calibrate": str(tmp_path / "p.json"),
                                                 "cache_max_bytes": 256 << 20}
     marker = d / ".deferred_4242.json"
     assert json.loads(marker.read_text())["pid"] == 4242 and not marker.stat().st_mode & stat.S_IXUSR
     assert sorted(q.name for q in d.iterdir() if q.is_file()) == [marker.name]  # no pickle on disk
-    assert deferred.main([str(marker)]) == 2  # the old pickle-file argument is gone
+    assert background.main([str(marker)]) == 2  # the old pickle-file argument is gone
 
 
 def test_a_failing_deferred_spawn_removes_its_marker(shared, tmp_path, monkeypatch):

@@ -80,7 +80,7 @@ def test_cli_compiles_deferred_kernels_in_the_background_for_the_next_run(tmp_pa
 
     first = run()
     assert "spoofCell" not in first and "(1 kernels that would pay from the disk cache" in first
-    waited = subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, timeout=300)
+    waited = subprocess.run([sys.executable, "-m", "lafuse.background", "--wait"], env=env, timeout=300)
     assert waited.returncode == 0 and not list(cache.glob(".deferred_*"))
     second = run()
     assert "spoofCell" in second and "compiled 0 " in second and "disk cache hits 1 " in second
@@ -331,7 +331,7 @@ def test_a_run_on_the_default_profile_calibrates_in_the_background(tmp_path):
     def run(*flags: str, **extra: str) -> str:
         out = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--stats", *flags],
                              env={**env, **extra}, capture_output=True, text=True, check=True).stdout
-        waited = subprocess.run([sys.executable, "-m", "lafuse.codegen.deferred", "--wait"], env=env, timeout=300)
+        waited = subprocess.run([sys.executable, "-m", "lafuse.background", "--wait"], env=env, timeout=300)
         assert waited.returncode == 0
         return out
 

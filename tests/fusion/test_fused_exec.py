@@ -22,8 +22,8 @@ from lafuse import formats
 from lafuse.compiler import Compiler
 from lafuse.errors import DMLRuntimeError, DMLValidationError
 from lafuse.runtime.interp import Interpreter
+from lafuse.runtime.stats import Stats
 from lafuse.runtime.values import as_matrix_value
-from lafuse.stats import Stats
 
 N, M, K = 40, 30, 3
 

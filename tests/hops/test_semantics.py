@@ -141,7 +141,7 @@ def test_row_loop_reuses_its_recompiled_plan():
     import io
 
     from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     text = """
     X = matrix(seq(1, 60), 20, 3) * (matrix(seq(1, 60), 20, 3) %% 4 != 0)
@@ -169,7 +169,7 @@ def test_minibatch_loop_keys_its_plan_by_batch_extent():
     import io
 
     from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     text = """
     X = matrix(seq(1, 230), 115, 2)
@@ -204,7 +204,7 @@ def test_minibatch_for_loop_recompiles_a_bounded_number_of_times(codegen: bool):
     import io
 
     from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     text = """
     n = nrow(X)

@@ -18,8 +18,8 @@ from lafuse.cost import profile
 from lafuse.cost.operators import instruction_cost
 from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.local import kernels_linalg as la
+from lafuse.runtime.stats import Stats
 from lafuse.runtime.values import as_matrix_value
-from lafuse.stats import Stats
 
 
 def run(text: str, inputs: dict, mmchain: bool = True) -> tuple[dict, dict[str, int]]:

@@ -213,7 +213,7 @@ print(s)
 def _stats_run(after: int) -> tuple[str, dict[str, int], dict[str, float]]:
     from lafuse.compiler import Compiler
     from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
+    from lafuse.runtime.stats import Stats
 
     stats = Stats()
     cfg = cfgmod.get().with_(straight_line_after=after)

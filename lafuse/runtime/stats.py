@@ -9,6 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lafuse.cost import operators, profile
+from lafuse.runtime.values import is_matrix, nnz_estimate
+
 MAX_KERNEL_LINES = 10  # per-kernel compile/load lines under "Codegen kernels" in --stats
 
 
@@ -68,9 +71,6 @@ class Stats:
         """The cost model's seconds for one executed instruction, from its HOP's (re)compiled sizes
         and the actual non-zeros of the variables it reads; a call's body is recorded by its own
         instructions, so the call itself is its overhead."""
-        from lafuse.cost import operators, profile
-        from lafuse.runtime.values import is_matrix, nnz_estimate
-
         if self.profile is None:
             self.profile = profile.load()
         hints = {h.name: nnz_estimate(v) for h, v in zip(ins.reads or ins.hop.inputs, args or [])

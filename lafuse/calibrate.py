@@ -28,7 +28,7 @@ run slower. What each field counts, exactly:
 * ``instruction_overhead`` [s/instruction]: a DML loop of scalar statements (``s = s + 1``,
   ``t = t * 0.5 + s``) compiled once and run by lafuse's interpreter (metadata checks and statistics
   off); the run time over the number of instructions executed (counted by a
-  :class:`lafuse.stats.Stats` run). It includes the per-block dispatch and the trivial scalar work,
+  :class:`lafuse.runtime.stats.Stats` run). It includes the per-block dispatch and the trivial scalar work,
   but not compilation.
 * ``csv_read_rate`` / ``csv_write_rate`` [cells/s]: lafuse's own ``read_value`` / ``write_value``
   (``lafuse.runtime.io``, ``format="csv"``, including the ``.mtd``) of a 400 x 500 matrix of random
@@ -69,8 +69,14 @@ from typing import Any
 
 import numpy as np
 
+from lafuse import config as cfgmod
+from lafuse.compiler import Compiler
 from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
+from lafuse.runtime.interp import Interpreter
+from lafuse.runtime.io import read_value, write_value
+from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.stats import Stats
 
 Progress = Callable[[str, int, int], None]  # (step about to run, steps done, steps in all)
 
@@ -183,10 +189,6 @@ def _sparse(quick: bool) -> float:
 def _seconds_per_instruction(text: str, reps: int) -> float:
     """Run a DML program through lafuse's interpreter: one instrumented run counts the instructions
     it executes (and warms up), timed runs without Stats give the time; compilation is excluded."""
-    from lafuse import config as cfgmod
-    from lafuse.compiler import Compiler
-    from lafuse.runtime.interp import Interpreter
-    from lafuse.stats import Stats
 
     cfg = cfgmod.get().with_(check_metadata=False, stats=False, explain=None, debug=False)
     sink = io.StringIO()
@@ -211,7 +213,6 @@ def _kernels(quick: bool) -> dict[str, float]:
     """Rates of lafuse's own kernels where they are far from the roofline: the SystemDS-compatible
     rand generator, transpose, row aggregates over few columns, transcendental functions on data
     larger than the caches, and the per-instruction overhead of a small-matrix operation."""
-    from lafuse.runtime.local.kernels import KERNELS
 
     reps = 3 if quick else 5
     n = 500_000 if quick else 2_000_000
@@ -242,7 +243,6 @@ def _first_touch(quick: bool) -> float:
 
 
 def _csv(quick: bool, tmp: str) -> tuple[float, float]:
-    from lafuse.runtime.io import read_value, write_value
 
     shape = (200, 250) if quick else (400, 500)
     m = np.random.default_rng(4).random(shape)
