@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from lafuse import cachedir, cachefiles
+from lafuse import config as cfgmod
 from lafuse.feedback.observed import write_json
 
 NICE = 10  # the background compile yields the CPU to foreground work
@@ -60,8 +61,6 @@ def spawn(plans: dict[str, Any], calibrate: Path | None = None,
     d = cachedir.usable()
     if cachedir.is_private(d):
         return None
-    from lafuse import config as cfgmod
-
     job = pickle.dumps({"plans": list(plans.values()), "calibrate": None if calibrate is None else str(calibrate),
                         "cache_max_bytes": cfgmod.get().cache_max_bytes if max_bytes is None else max_bytes})
     env = dict(os.environ, LAFUSE_CODEGEN_CACHE=str(d))
@@ -86,7 +85,6 @@ def compile_all(job: dict[str, Any]) -> int:
     before): every plan that is not cached yet, in the mode its recorded input sizes will run
     (``codegen.predict_mode``); returns how many plans were compiled. ``job["plans"]``: (plan, input
     sizes) pairs, the sizes (rows, cols, CSR) by plan position or None (the dense mode)."""
-    from lafuse import config as cfgmod
     from lafuse.codegen import precompile
 
     n = 0

@@ -35,6 +35,7 @@ from lafuse.hops.program import (
     Program,
     WhileBlock,
     copy_dag,
+    iter_blocks,
     loop_iterations,
 )
 
@@ -318,8 +319,6 @@ class ProgramCoster:
     def _forget_assigned(known: dict[str, Any], body: list[Block]) -> dict[str, Any]:
         """Inside a loop, a scalar the body reassigns is not a constant (its first-iteration value
         would be wrong for later iterations)."""
-        from lafuse.hops.program import iter_blocks
-
         assigned: set[str] = set()
         for blk in iter_blocks(body):
             if isinstance(blk, GenericBlock):

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lafuse import cachedir
 from lafuse.config import profile_path
 from lafuse.feedback import observed
 
@@ -169,9 +170,7 @@ def _feedback_digest() -> str:
 
 
 def _kernels_digest() -> str:
-    from lafuse.cachedir import indexed_kernels
-
-    return hashlib.sha256(" ".join(sorted(indexed_kernels())).encode()).hexdigest()
+    return hashlib.sha256(" ".join(sorted(cachedir.indexed_kernels())).encode()).hexdigest()
 
 
 def _once(name: str, fn: Any) -> str:

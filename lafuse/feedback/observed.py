@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lafuse import cachedir
 from lafuse.feedback import EXECUTED
 
 FILE = "observed.json"
@@ -54,22 +55,18 @@ class Observation:
 def cache_path(name: str) -> Path:
     """A file of run feedback next to the plan cache (``$LAFUSE_CODEGEN_CACHE``, if it passes the
     safety check of :mod:`lafuse.cachedir`)."""
-    from lafuse.cachedir import usable
-
-    return usable() / name
+    return cachedir.usable() / name
 
 
 def read_feedback(path: Path, parse: Any) -> Any:
     """``parse(json)`` of a feedback file; None if there is none. A file that cannot be read or parsed
     (``parse`` raises ValueError/TypeError/KeyError) is deleted with one warning: the caller rebuilds it."""
-    from lafuse.cachedir import warn
-
     try:
         text = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as e:
-        warn(f"run feedback {path} unreadable ({e.strerror}); ignored")
+        cachedir.warn(f"run feedback {path} unreadable ({e.strerror}); ignored")
         return None
     try:
         return parse(json.loads(text))
@@ -80,9 +77,7 @@ def read_feedback(path: Path, parse: Any) -> Any:
 
 def discard(path: Path, e: Exception) -> None:
     """Delete a corrupt feedback file with one warning (``e``: what was wrong with it)."""
-    from lafuse.cachedir import warn
-
-    warn(f"run feedback {path} is corrupt ({type(e).__name__}: {e}); deleted, rebuilt by later runs")
+    cachedir.warn(f"run feedback {path} is corrupt ({type(e).__name__}: {e}); deleted, rebuilt by later runs")
     try:
         path.unlink()
     except OSError:
@@ -110,10 +105,8 @@ def _parse(raw: Any) -> dict[str, Observation]:
 
 def write_json(path: Path, data: Any, sort_keys: bool = False) -> None:
     """Replace ``path`` atomically (concurrent runs: the last writer wins, no reader sees half a file)."""
-    from lafuse.cachedir import replace_atomically
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, json.dumps(data, sort_keys=sort_keys).encode(), prefix=f".{path.stem}_")
+    cachedir.replace_atomically(path, json.dumps(data, sort_keys=sort_keys).encode(), prefix=f".{path.stem}_")
 
 
 def _path() -> Path:

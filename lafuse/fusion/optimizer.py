@@ -11,6 +11,7 @@ import time
 from typing import Any, NamedTuple
 
 import lafuse.fusion as F
+from lafuse import cachedir
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
 from lafuse.cost.fused import blas_start, calls_blas, compile_penalty, fused_cost, numba_start
 from lafuse.cost.operators import meta, nnz_memo
@@ -133,9 +134,7 @@ def _kernel_cached(plan: C.CPlan) -> bool:
     cg = sys.modules.get("lafuse.codegen")
     if cg is not None and hasattr(cg, "is_cached"):
         return bool(cg.is_cached(plan))
-    from lafuse.cachedir import indexed_kernels
-
-    return plan.canonical_key()[0] in indexed_kernels()
+    return plan.canonical_key()[0] in cachedir.indexed_kernels()
 
 
 class _Weighed(NamedTuple):
