@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="fusion plan selection (default: cost)")
         r.add_argument("--threads", type=_positive, metavar="N",
                        help="threads for kernels, parfor and BLAS (default: one per core)")
-        r.add_argument("--exec", choices=("auto", "local"), dest="exec_type",
+        r.add_argument("--exec", choices=cfgmod.CHOICES["exec_type"], dest="exec_type",
                        help="where operators run: auto decides per operator by its memory estimate, local "
                             "keeps all in this process (default: auto; no distributed backend exists yet, so "
                             "both run locally)")

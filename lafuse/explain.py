@@ -12,7 +12,7 @@ from lafuse.compiler import Compiler
 from lafuse.cost.profile import HardwareProfile
 from lafuse.cost.program import ProgramCost, estimate_program
 from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-from lafuse.plan.render import cplan_note, explain_plan, hop_line
+from lafuse.plan.render import cplan_note, explain_plan, generic_header, hop_line
 
 
 def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[str]:
@@ -20,7 +20,7 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
     out: list[str] = []
     for b in blocks:
         if isinstance(b, GenericBlock):
-            out.append(f"{pad}GENERIC ({b.lines}) [recompile={str(b.requires_recompile).lower()}]")
+            out.append(generic_header(b, pad))
             if mode == "hops":
                 out += [f"{pad}--{hop_line(h)}" for h in b.dag.hops()]
             elif mode == "fused":

@@ -9,9 +9,10 @@ when it is reached (runtime.bind) instead of running out of memory.
 
 from __future__ import annotations
 
+from lafuse.config import CHOICES
 from lafuse.plan.instructions import LOCAL
 
-MODES = ("auto", "local")  # Config.exec_type and --exec
+MODES = CHOICES["exec_type"]  # Config.exec_type and --exec
 
 
 def choose(need: float, budget: float, mode: str) -> str:

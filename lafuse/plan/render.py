@@ -34,10 +34,14 @@ def hop_line(h: Hop) -> str:
     return f"({h.id}) {h.label()}{ins} {dims} {_mb(h.mem)} {h.exec_type}{line}"
 
 
+def generic_header(block: Block, pad: str = "----") -> str:
+    return f"{pad}GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]"
+
+
 def explain_dag(dag: Dag, block: Block | None = None, indent: str = "------") -> str:
     lines = []
     if block is not None:
-        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
+        lines.append(generic_header(block))
     lines += [f"{indent}{hop_line(h)}" for h in dag.hops()]
     return "\n".join(lines)
 
@@ -45,7 +49,7 @@ def explain_dag(dag: Dag, block: Block | None = None, indent: str = "------") ->
 def explain_plan(plan: Plan, block: Block | None = None, indent: str = "------") -> str:
     lines = []
     if block is not None:
-        lines.append(f"----GENERIC ({block.lines}) [recompile={str(getattr(block, 'requires_recompile', False)).lower()}]")
+        lines.append(generic_header(block))
     for r, v in sorted(plan.constants.items()):
         lines.append(f"{indent}CP const _r{r} {v!r}")
     fmts = plan.formats()
