@@ -52,7 +52,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         if h.op == "twrite":
             writes.append((h.name or "", args[0]))
             continue
-        ins = Instruction(h.op, h, args, r, cast=_cast(h))
+        ins = Instruction(h.op, h, args, r, cast=scalar_cast(h))
         if h.id in chain:
             c = chain[h.id]
             ins.opcode = "mmchain"
@@ -88,7 +88,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     return Plan(instrs, len(reg), constants, writes, result)
 
 
-def _cast(h: Hop) -> type | None:
+def scalar_cast(h: Hop) -> type | None:
     """The type a scalar result is coerced to: its inferred value type. SystemDS: print(ifelse(c, 7,
     2.5)) prints 7, but y = ifelse(...) makes y a DOUBLE."""
     if h.dt == "scalar" and h.op not in ("tread", "get", "fcall", "pread") and (

@@ -12,9 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from lafuse import memory
-from lafuse.hops.hop import DOUBLE, INT, Hop
+from lafuse.hops.hop import Hop
 from lafuse.lang.builtins import REQUIRED, SPECS
+from lafuse.plan.build import scalar_cast
 from lafuse.plan.instructions import Instruction, Plan
 from lafuse.runtime import reuse
 from lafuse.runtime.local.kernels_common import norm_scalar
@@ -107,9 +110,18 @@ def evaluate_literals(h: Hop, kernels: dict[str, Callable[..., Any]]) -> Any:
     if k is None:
         raise KeyError(f"no kernel for '{h.op}'")
     v = norm_scalar(bind_args(h.op, h.params.get("slots"), k)(*[i.value for i in h.inputs]))
-    if h.vt == DOUBLE and isinstance(v, int) and not isinstance(v, bool):
+    to = scalar_cast(h)
+    return v if to is None else cast_scalar(v, to)
+
+
+def cast_scalar(v: Any, to: type) -> Any:
+    """Scalar results take the value type the compiler inferred (SystemDS types them statically:
+    ifelse(c, 2*x, x/2) is DOUBLE even when the INT branch is taken)."""
+    if to is float and isinstance(v, (int, np.integer, np.floating)) and not isinstance(v, bool):
         return float(v)
-    if h.vt == INT and isinstance(v, float) and v.is_integer():
+    if to is int and isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    if to is int and isinstance(v, np.integer):
         return int(v)
     return v
 

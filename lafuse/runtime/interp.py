@@ -22,7 +22,7 @@ from lafuse.feedback import EXECUTED
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import Plan
 from lafuse.runtime import deepstack, recompile, straight
-from lafuse.runtime.bind import bind_args
+from lafuse.runtime.bind import bind_args, cast_scalar
 from lafuse.runtime.values import ListValue, is_matrix
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
@@ -203,7 +203,7 @@ class Interpreter:
                     code = plan.code = (fn, fn.__code__, owner, mode)
             if code is not None and code[3] == mode:
                 try:
-                    v = code[0](st, self.special, _lix_inplace, _cast_scalar, _check_metadata, stats)
+                    v = code[0](st, self.special, _lix_inplace, cast_scalar, _check_metadata, stats)
                 except Exception as e:
                     self._straight_error(plan, code, st, e)
                     raise
@@ -242,7 +242,7 @@ class Interpreter:
                     v = self.special(ins.opcode, ins.hop, args, st)
                 cast = ins.cast
                 if cast is not None and type(v) is not cast:
-                    v = _cast_scalar(v, cast)
+                    v = cast_scalar(v, cast)
                 regs[ins.out] = v
                 v = None  # no stray reference: in-place updates count references
                 if check:
@@ -441,18 +441,6 @@ def _owns_buffer(x: np.ndarray) -> bool:
             return False
         b = b.base
     return True
-
-
-def _cast_scalar(v: Any, to: type) -> Any:
-    """Scalar results take the value type the compiler inferred (SystemDS types them statically:
-    ifelse(c, 2*x, x/2) is DOUBLE even when the INT branch is taken)."""
-    if to is float and isinstance(v, (int, np.integer, np.floating)) and not isinstance(v, bool):
-        return float(v)
-    if to is int and isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return int(v)
-    if to is int and isinstance(v, np.integer):
-        return int(v)
-    return v
 
 
 def _list_index(lst: Any, key: Any, hi: Any = None) -> ListValue:
