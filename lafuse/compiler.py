@@ -36,7 +36,9 @@ from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.plan import Plan, build
-from lafuse.runtime.bind import bind, evaluate_literals
+from lafuse.plan.instructions import LOCAL
+from lafuse.runtime.bind import Backend, bind
+from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.runtime.stats import Stats
@@ -65,6 +67,8 @@ class Compiler:
         from lafuse.runtime.local.kernels import KERNELS
 
         self.kernels = KERNELS
+        # the runtime's backend of each execution type (runtime.bind)
+        self.backends: dict[str, Backend] = {LOCAL: LocalBackend(KERNELS, self.cfg.threads, self.cfg.codegen_backend)}
         self.evaluate = functools.partial(evaluate_literals, kernels=KERNELS)  # for constant folding
 
     # ------------------------------------------------------------ main program
@@ -116,8 +120,8 @@ class Compiler:
             sizes.infer(h, known)
 
     def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
-        """The plan of ``dag`` (plan_dag), bound to the local backend's code (runtime.bind)."""
-        return bind(self.plan_dag(dag, weight, st), self.kernels, self.cfg.threads, self.cfg.codegen_backend)
+        """The plan of ``dag`` (plan_dag), bound to its backends' code (runtime.bind)."""
+        return bind(self.plan_dag(dag, weight, st), self.backends)
 
     def plan_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
         """The physical plan of ``dag``, unbound: nothing is compiled or loaded. Fusion (when codegen is

@@ -69,6 +69,7 @@ class Meta:
     nnz: int
     matrix: bool
     exact: bool
+    fmt: str | None = None  # a format the plan fixed (a convert instruction's result); None: the default rule
 
     @property
     def cells(self) -> float:
@@ -77,6 +78,8 @@ class Meta:
     @property
     def sparse(self) -> bool:
         """The runtime's format choice (formats.sparse_format)."""
+        if self.fmt is not None:
+            return self.matrix and self.fmt == CSR
         return self.matrix and sparse_format(self.rows, self.cols, self.nnz)
 
     @property
@@ -115,7 +118,7 @@ def meta(h: Hop, hints: dict[str, float] | None = None) -> Meta:
     r = r if r >= 0 else K.DEFAULT_UNKNOWN_DIM
     c = c if c >= 0 else K.DEFAULT_UNKNOWN_DIM
     nnz = float(h.nnz) if h.nnz >= 0 else _estimate(h, float(r) * float(c), hints, 0, (id(h), r, c))
-    return Meta(r, c, int(nnz) if nnz >= 0 else -1, True, exact)
+    return Meta(r, c, int(nnz) if nnz >= 0 else -1, True, exact, h.params.get("format"))
 
 
 def _estimate(h: Hop, cells: float, hints: dict[str, float] | None, depth: int, key: tuple) -> float:
@@ -324,6 +327,9 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         rate_cells = tgt.nz if fmt in ("text", "mm") else tgt.cells
         io = rate_cells / prof.csv_write_rate if fmt != "binary" else tgt.bytes / prof.binary_read_bw
         return Cost(io, overhead, exact)
+    if opcode == "convert":  # a plan's format change: one pass over the non-zeros, the result written whole
+        t_read, t_write = mem_times(prof, read, write)
+        return Cost(0.0, overhead + t_read + t_write + sum(m.nz for m in mats) / prof.sparse_rate, exact)
     if opcode in ("print", "toString"):
         # toString formats at most rows x cols cells (100 x 100 by default)
         cells = min(max((m.cells for m in mats), default=1.0), 100.0 * 100.0)

@@ -315,6 +315,26 @@ def postorder(plan: CPlan) -> list[CNode]:
     return out
 
 
+# accesses whose inputs a fused kernel reads as dense arrays (vectors, vecmat's whole matrix, the outer
+# factors); MAIN and CELL inputs are read in either format
+DENSE_ACCESS = frozenset((ROWVEC, COLVEC, MATRIX, OUTER_U, OUTER_V))
+
+
+def dense_inputs(plan: CPlan) -> set[int]:
+    """Input positions the fused kernel reads only as dense arrays: those of DENSE_ACCESS and the outer
+    template's ``mm`` matrix. Why the plan asks: a CSR value there is densified on every call, which
+    the physical plan makes an explicit ``convert`` instruction (plan.build) that it can price, print
+    and, inside a loop, see."""
+    access: dict[int, set[str]] = {}
+    for n in postorder(plan):
+        if n.op == "input":
+            access.setdefault(int(n.arg), set()).add(n.access)  # type: ignore[call-overload]
+    out = {p for p, a in access.items() if a <= DENSE_ACCESS}
+    if plan.mm >= 0:
+        out.add(plan.mm)
+    return out
+
+
 def finite_required(plan: CPlan) -> set[int]:
     """Input positions that must hold only finite values for a sparse-safe plan to skip the main
     input's zeros: the vector and scalar inputs of a ``*``/``&`` operand that meets a main-derived

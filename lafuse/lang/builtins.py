@@ -30,20 +30,23 @@ class BuiltinSpec:
     out: str
     varargs: bool = False  # accepts any number of positional arguments (cbind, min, print, list)
     nout: int = 1  # number of outputs (multi-assignment builtins)
+    # parameters the kernel reads only as dense arrays (LAPACK): the physical plan converts a CSR
+    # operand there with an explicit instruction (plan.build)
+    dense: tuple[str, ...] = ()
 
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p for p, _ in self.params)
 
 
-def _s(name, params, kind, out, varargs=False, nout=1):
+def _s(name, params, kind, out, varargs=False, nout=1, dense=()):
     ps = []
     for p in params:
         if isinstance(p, tuple):
             ps.append(p)
         else:
             ps.append((p, REQUIRED))
-    return BuiltinSpec(name, tuple(ps), kind, out, varargs, nout)
+    return BuiltinSpec(name, tuple(ps), kind, out, varargs, nout, tuple(dense))
 
 
 _X = ["target"]  # canonical name of the single main input
@@ -68,7 +71,7 @@ SPECS: dict[str, BuiltinSpec] = {}
 def _add(spec: BuiltinSpec, *aliases: str) -> None:
     SPECS[spec.name] = spec
     for a in aliases:
-        SPECS[a] = BuiltinSpec(a, spec.params, spec.kind, spec.out, spec.varargs, spec.nout)
+        SPECS[a] = BuiltinSpec(a, spec.params, spec.kind, spec.out, spec.varargs, spec.nout, spec.dense)
 
 
 for _n in _UNARY_MATH:
@@ -106,14 +109,14 @@ _add(_s("lower.tri", ["target", ("diag", False), ("values", False)], "param_buil
 _add(_s("upper.tri", ["target", ("diag", False), ("values", False)], "param_builtin", "matrix"))
 
 # linear algebra
-_add(_s("solve", ["target", "target2"], "binary", "matrix"))
-_add(_s("inv", _X, "unary", "matrix"))
-_add(_s("cholesky", _X, "unary", "matrix"))
-_add(_s("det", _X, "unary", "scalar:double"))
-_add(_s("eigen", _X, "builtin", "multi", nout=2))
-_add(_s("svd", _X, "builtin", "multi", nout=3))
-_add(_s("qr", _X, "builtin", "multi", nout=2))
-_add(_s("lu", _X, "builtin", "multi", nout=3))
+_add(_s("solve", ["target", "target2"], "binary", "matrix", dense=("target", "target2")))
+_add(_s("inv", _X, "unary", "matrix", dense=_X))
+_add(_s("cholesky", _X, "unary", "matrix", dense=_X))
+_add(_s("det", _X, "unary", "scalar:double", dense=_X))
+_add(_s("eigen", _X, "builtin", "multi", nout=2, dense=_X))
+_add(_s("svd", _X, "builtin", "multi", nout=3, dense=_X))
+_add(_s("qr", _X, "builtin", "multi", nout=2, dense=_X))
+_add(_s("lu", _X, "builtin", "multi", nout=3, dense=_X))
 
 # data generation (parser-level DataExpressions in SystemDS)
 _add(_s("matrix", ["data", "rows", "cols", ("byrow", True)], "datagen", "matrix"))

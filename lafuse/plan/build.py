@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from lafuse import memory
-from lafuse.formats import default_format
+from lafuse.formats import CSR, DENSE, default_format, format_bytes
 from lafuse.hops import sizes
-from lafuse.hops.hop import Hop
+from lafuse.hops.cplan import dense_inputs
+from lafuse.hops.hop import DOUBLE, MATRIX, Hop
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag
+from lafuse.lang.builtins import SPECS
 from lafuse.plan import exectype
 from lafuse.plan.instructions import Instruction, Plan
 
@@ -24,7 +26,10 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
-    buffer; each operator's execution type by ``exec_mode`` (plan.exectype)."""
+    buffer; each operator's execution type by ``exec_mode`` (plan.exectype); a ``convert`` instruction
+    before an operator that reads an operand only as a dense array (dense_operands) which the default
+    format rule predicts CSR (an operand whose format is decided at run time is densified by the
+    kernel, as before)."""
     budget = memory.budget_bytes()
     order = dag.hops()
     users: dict[int, list[Hop]] = {}
@@ -39,6 +44,9 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     chain = mmchains(order, users, dag, folded) if chains else {}
     absorbed = {a for c in chain.values() for a in c.absorbed}
     bounds: dict[int, float] = {}
+    fmt_of: dict[int, str | None] = {}  # predicted format of each matrix register
+    converted: dict[int, int] = {}  # register -> the register of its dense conversion
+    nregs = len(order)
     for h in order:
         bounds[h.id] = sizes.nnz_bound(h, bounds)
         r = len(reg)
@@ -71,6 +79,17 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         ins.exec_type = exectype.choose(ins.need, budget, exec_mode)
+        fmt_of[r] = ins.out_fmt
+        for k in dense_operands(ins):
+            a = ins.args[k]
+            if fmt_of.get(a) != CSR:
+                continue
+            if a not in converted:
+                converted[a] = nregs
+                nregs += 1
+                src = ins.reads[k] if ins.reads is not None else h.inputs[k]
+                instrs.append(_convert(src, a, converted[a], DENSE, ins.exec_type, bounds, budget))
+            ins.args[k] = converted[a]
         instrs.append(ins)
     # liveness: last reader of each register
     last: dict[int, int] = {}
@@ -85,7 +104,35 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         for ins in instrs:
             ins.reuse = _reuse_operand(ins)
     result = reg[dag.roots[0].id] if dag.roots else -1
-    return Plan(instrs, len(reg), constants, writes, result)
+    return Plan(instrs, nregs, constants, writes, result)
+
+
+def dense_operands(ins: Instruction) -> list[int]:
+    """Argument positions ``ins`` reads only as dense arrays: a fused operator's vector, whole-matrix
+    and factor inputs (hops.cplan.dense_inputs) and the LAPACK operands of the catalogue
+    (BuiltinSpec.dense)."""
+    h = ins.hop
+    if h.kind == "spoof":
+        return sorted(p for p in dense_inputs(h.params["cplan"]) if p < len(ins.args))
+    spec = SPECS.get(ins.opcode)
+    if spec is None or not spec.dense or ins.reads is not None:
+        return []
+    slots = h.params.get("slots") or spec.param_names
+    return [k for k, s in enumerate(slots[:len(ins.args)]) if s in spec.dense]
+
+
+def _convert(src: Hop, arg: int, out: int, fmt: str, exec_type: str, bounds: dict[int, float],
+             budget: float) -> Instruction:
+    """The instruction that turns register ``arg`` (holding the value of ``src``) into ``fmt``: its HOP
+    is a copy of ``src``'s sizes whose format is fixed (params ``format``, read by the cost model)."""
+    c = Hop("convert", "reorg", [src], MATRIX, DOUBLE, src.span, {"format": fmt})
+    c.rows, c.cols, c.nnz = src.rows, src.cols, src.nnz
+    bounds[c.id] = bounds.get(src.id, -1.0)
+    ins = Instruction("convert", c, [arg], out, out_fmt=fmt, exec_type=exec_type)
+    nnz = bounds[c.id] if bounds[c.id] >= 0 else float(src.rows) * float(src.cols)
+    ins.need = format_bytes(fmt, src.rows, src.cols, nnz) + sizes.output_bytes(src.rows, src.cols, int(min(nnz, 2.0**62)))
+    ins.over_budget = ins.need > budget
+    return ins
 
 
 def scalar_cast(h: Hop) -> type | None:

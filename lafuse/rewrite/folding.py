@@ -1,7 +1,7 @@
 """Folding rules: constant folding of scalar operations on literals, and size-based folding.
 
 Constant folding runs the very kernels the runtime would run, through the evaluator the compiler
-hands the rewrite driver (``Ctx.evaluate``: runtime.bind.evaluate_literals), so a folded literal is
+hands the rewrite driver (``Ctx.evaluate``: runtime.local.backend.evaluate_literals), so a folded literal is
 bit-identical to the value the instruction would have produced, with the same Python type (INT stays
 ``int``, DOUBLE ``float``, string concatenation a ``str``). An operation whose kernel raises is left
 alone: the error then happens at run time with the HOP's source span. Without an evaluator (a

@@ -22,7 +22,8 @@ from lafuse.feedback import EXECUTED
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import Plan
 from lafuse.runtime import deepstack, recompile, straight
-from lafuse.runtime.bind import bind_args, cast_scalar
+from lafuse.runtime.local.backend import bind_args
+from lafuse.runtime.values import cast_scalar
 from lafuse.runtime.values import ListValue, is_matrix
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one

@@ -204,3 +204,15 @@ class ListValue:
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def cast_scalar(v: Any, to: type) -> Any:
+    """Scalar results take the value type the compiler inferred (SystemDS types them statically:
+    ifelse(c, 2*x, x/2) is DOUBLE even when the INT branch is taken)."""
+    if to is float and isinstance(v, (int, np.integer, np.floating)) and not isinstance(v, bool):
+        return float(v)
+    if to is int and isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return int(v)
+    if to is int and isinstance(v, np.integer):
+        return int(v)
+    return v

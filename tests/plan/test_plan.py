@@ -97,7 +97,9 @@ def test_the_plan_decides_and_binding_follows():
     """Transposes read in place, the mmchain, predicted formats and in-place results are fields of
     the unbound plan; binding gives every instruction but the interpreter's own a callable and keeps
     those decisions."""
+    from lafuse.plan.instructions import LOCAL
     from lafuse.runtime.bind import SPECIAL, bind
+    from lafuse.runtime.local.backend import LocalBackend
     from lafuse.runtime.local.kernels import KERNELS
 
     text = ("X = rand(rows=3000, cols=200, seed=1)\nS = rand(rows=3000, cols=200, sparsity=0.01, seed=2)\n"
@@ -112,7 +114,7 @@ def test_the_plan_decides_and_binding_follows():
     assert ops["exp"].reuse == 0  # exp takes the buffer of X * 2, which dies with it
     assert ops["pread" if "pread" in ops else "rand"].out_fmt in (None, "dense", "csr")
     assert not plan.bound and all(i.fn is None for i in plan.instructions)
-    bind(plan, KERNELS)
+    bind(plan, {LOCAL: LocalBackend(KERNELS)})
     assert plan.bound and all((i.fn is None) == (i.opcode in SPECIAL) for i in plan.instructions)
     assert ops["exp"].reuse == 0 and getattr(ops["exp"].fn, "__name__", "") != "k_exp"  # wrapped to write in place
 
@@ -138,3 +140,89 @@ def test_every_operator_gets_an_execution_type(tmp_path):
     assert r.returncode == 0 and re.search(r"^------CP %\*% ", r.stdout, re.M), r.stderr
     r = lafuse("run", str(p), "--exec", "spark")
     assert r.returncode != 0 and "--exec" in r.stderr
+
+
+CONVERT = """
+print(sum(inv(B)))
+s1 = sum(X * log(U %*% t(V) + 1e-15))
+s2 = sum(X * (U %*% t(V)))
+print(s1 + s2)
+"""
+
+
+def _convert_inputs(zero_u: bool = False):
+    import numpy as np
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(7)
+    X = sparse.random_array((400, 120), density=0.05, rng=rng, format="csr")
+    B = sparse.random_array((120, 120), density=0.02, rng=rng, format="csr") + sparse.eye_array(120, format="csr")
+    U = sparse.random_array((400, 10), density=0.3, rng=rng, format="csr") * (0 if zero_u else 1)
+    V = sparse.random_array((120, 10), density=0.3, rng=rng, format="csr")
+    return {"X": X.tocsr(), "B": B.tocsr(), "U": U.tocsr(), "V": V.tocsr()}
+
+
+@pytest.mark.parametrize("zero_u", [False, True])
+def test_convert_instructions_where_a_consumer_needs_dense(zero_u):
+    """Operands the default rule predicts CSR that a consumer reads only as dense arrays (LAPACK's
+    inv, an outer-product fused operator's factors) get an explicit convert instruction, shared by
+    both fused operators that read U and V; the results equal NumPy's and the unfused plan's (an
+    all-zero U, nnz 0, included)."""
+    import numpy as np
+
+    from lafuse.compiler import run_dml
+
+    vals = _convert_inputs(zero_u)
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(CONVERT, "<test>", vals, ("s1", "s2"))
+        plan = comp.plan_dag(_generic(prog)[0].dag)
+        text = explain_program(prog, "runtime", comp)
+    ins = plan.instructions
+    conv = [i for i in ins if i.opcode == "convert"]
+    assert [i.hop.inputs[0].name for i in conv] == ["B", "U", "V"], text
+    assert all(i.out_fmt == "dense" for i in conv)
+    readers = {c.out: [i.opcode for i in ins if c.out in i.args] for c in conv}
+    assert sorted(map(tuple, readers.values())) == [("inv",), ("spoofOP", "spoofOP"), ("spoofOP", "spoofOP")]
+    assert re.search(r"^-*CP convert _r\d+ -> _r\d+ \[400,10,\d+\] fmt\(csr->dense\)$", text, re.M), text
+    assert re.search(r"CP inv _r\d+ -> .* fmt\(dense->", text), text
+    got = {}
+    for c in (cfg, cfgmod.Config(codegen=False)):
+        got[c.codegen] = run_dml(CONVERT, vals, ("s1", "s2"), cfg=c, out=io.StringIO())
+    X, U, V = (vals[k].toarray() for k in "XUV")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s1 = np.sum(np.where(X != 0, X * np.log(U @ V.T + 1e-15), 0.0))
+    for r in got.values():
+        np.testing.assert_allclose(r["s1"], s1, rtol=1e-10)
+        np.testing.assert_allclose(r["s2"], np.sum(X * (U @ V.T)), rtol=1e-10, atol=1e-12)
+    assert got[True]["s1"] == pytest.approx(got[False]["s1"], rel=1e-12)
+
+
+def test_convert_is_priced_and_a_no_op_on_the_asked_format():
+    """The cost model prices a convert by the bytes it reads and writes (the dense result, not the
+    CSR operand), and the local backend hands back a value already in the asked format."""
+    import numpy as np
+    import scipy.sparse as sparse
+
+    from lafuse.cost.operators import instruction_cost, meta
+    from lafuse.cost.profile import HardwareProfile
+    from lafuse.runtime.local.backend import LocalBackend
+    from lafuse.runtime.local.kernels import KERNELS
+
+    vals = _convert_inputs()
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        prog = comp.compile_text(CONVERT, "<test>", vals, ("s1", "s2"))
+        plan = comp.plan_dag(_generic(prog)[0].dag)
+    c = next(i for i in plan.instructions if i.opcode == "convert" and i.hop.rows == 400)
+    assert meta(c.hop).bytes == 400 * 10 * 8 and meta(c.hop.inputs[0]).bytes < 400 * 10 * 8
+    assert instruction_cost("convert", c.hop, HardwareProfile()).total > 0
+    be = LocalBackend(KERNELS)
+    d = np.ones((3, 3))
+    assert be.convert(d, "dense") is d
+    s = sparse.csr_array(np.eye(40))
+    assert be.convert(s, "csr") is s
+    np.testing.assert_array_equal(be.convert(s, "dense"), np.eye(40))
+    assert sparse.issparse(be.convert(np.eye(40), "csr"))

@@ -44,7 +44,7 @@ from lafuse.hops.program import (
 from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.hops.validate import validate_dag, validate_program
 from lafuse.rewrite.mmchain import render
-from lafuse.runtime.bind import evaluate_literals
+from lafuse.runtime.local.backend import evaluate_literals
 from lafuse.runtime.local.kernels import KERNELS
 
 

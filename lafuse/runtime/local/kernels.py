@@ -1,7 +1,7 @@
 """The local kernel table: ``KERNELS[name](*args)`` for every builtin and operator the interpreter
 runs without special handling.
 
-Calling convention (shared with lafuse.runtime.bind.bind_args): arguments arrive in the
+Calling convention (shared with lafuse.runtime.local.backend.bind_args): arguments arrive in the
 positional order of ``SPECS[name].params`` with absent optional arguments already filled with
 their declared default (``None`` means the kernel decides); varargs builtins receive all
 positional arguments. Operators use their DML spelling (``"+"``, ``"%*%"``, ``"u-"``, ``"!"``),

@@ -1,0 +1,165 @@
+"""The local backend: binds instructions to the kernels of this process (NumPy dense blocks, SciPy CSR
+blocks, generated fused kernels), converts formats and collects (a local value is collected already).
+
+What binding decides once per plan: a kernel with its arguments in the catalogue's order, a fused
+operator's generated kernel, a product reading transposed operands in place, the memory-budget
+stop, a result written into a dying operand (runtime.reuse).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lafuse import memory
+from lafuse.formats import CSR, DENSE
+from lafuse.hops.hop import Hop
+from lafuse.lang.builtins import REQUIRED, SPECS
+from lafuse.plan.build import scalar_cast
+from lafuse.plan.instructions import LOCAL, Instruction
+from lafuse.runtime import reuse
+from lafuse.runtime.bind import SPECIAL
+from lafuse.runtime.local.kernels_common import norm_scalar
+from lafuse.runtime.values import cast_scalar, is_sparse, to_csr, to_dense
+
+
+class LocalBackend:
+    """``kernels``: operation name -> kernel (runtime.local.kernels.KERNELS); ``threads``: the
+    fused kernels' thread count; ``codegen``: "numba" (generated kernels) or "reference" (the CPlan
+    interpreter, runtime.local.reference)."""
+
+    name = LOCAL
+
+    def __init__(self, kernels: dict[str, Callable[..., Any]], threads: int | None = None,
+                 codegen: str = "numba") -> None:
+        self.kernels = kernels
+        self.threads = threads
+        self.codegen = codegen
+
+    def bind(self, ins: Instruction) -> Callable[..., Any] | None:
+        h, op = ins.hop, ins.opcode
+        kernels = self.kernels
+        if op == "convert":
+            fn: Callable[..., Any] = functools.partial(self.convert, fmt=ins.out_fmt or DENSE)
+        elif h.kind == "spoof":
+            fn = spoof_kernel(h, self.threads, self.codegen)
+        elif ins.chain is not None:
+            fn = functools.partial(kernels["mmchain"], w_first=ins.chain[0], transposed=ins.chain[1])
+        elif op in SPECIAL:
+            return None
+        else:
+            k = kernels.get(op)
+            if k is None:
+                raise NotImplementedError(f"no kernel for operation '{op}'")
+            fn = bind_args(op, h.params.get("slots"), k)
+            if ins.transposed is not None:
+                fn = _matmult_transposed(fn, *ins.transposed)
+        if h.dt == "matrix" and ins.over_budget:
+            fn = _stop_over_budget(fn, ins.need, f"'{h.op}' with a {h.rows}x{h.cols} result")
+        if ins.reuse >= 0:
+            if reuse.dense_ufunc(fn) is None:  # (arguments bound in another order: the kernel's own call)
+                ins.reuse = -1
+            else:
+                same = len(ins.args) == 2 and ins.args[0] == ins.args[1]
+                fn = reuse.into(fn, ins.reuse, reuse.LOOP_REFS_SAME if same else reuse.LOOP_REFS, same)
+        return fn
+
+    def convert(self, value: Any, fmt: str) -> Any:
+        """A copy in ``fmt`` (the value itself where it is in ``fmt`` already: a format decided at run
+        time can differ from the predicted one)."""
+        if fmt == DENSE:
+            return to_dense(value)
+        if fmt == CSR and not is_sparse(value):
+            return to_csr(value)
+        return value
+
+    def collect(self, value: Any) -> Any:
+        return value
+
+
+def _stop_over_budget(fn: Callable[..., Any], need: float, what: str) -> Callable[..., Any]:
+    """An operation that needs more than the memory budget stops with a clear error when it is
+    reached (earlier statements of the block still run; paper 003 §3: SystemDS would choose a
+    distributed operator here). Decided when the plan was built, so running costs nothing; a plan is
+    built again when a recompilation learns the sizes."""
+
+    def over_budget(*args: Any) -> Any:
+        memory.check(need, what)
+        return fn(*args)  # the budget was raised since the plan was built
+
+    return over_budget
+
+
+def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``kernel`` so it receives arguments in the catalogue's positional order with defaults."""
+    spec = SPECS.get(op)
+    if spec is None or slots is None or spec.varargs or op == "list":
+        return kernel
+    pnames = spec.param_names
+    if tuple(slots) == pnames:
+        return kernel
+    where = {s: i for i, s in enumerate(slots)}
+    plan: list[tuple[bool, Any]] = []
+    for p, d in spec.params:
+        if p in where:
+            plan.append((True, where[p]))
+        else:
+            plan.append((False, None if d is REQUIRED else d))
+
+    def call(*args: Any) -> Any:
+        return kernel(*[args[v] if is_arg else v for is_arg, v in plan])
+
+    return call
+
+
+def evaluate_literals(h: Hop, kernels: dict[str, Callable[..., Any]]) -> Any:
+    """The value the instruction of ``h`` (a scalar operation over literals) computes, as the
+    interpreter runs it: its kernel with the catalogue's arguments, NumPy scalars turned into the
+    value contract's Python types, and the cast of a DOUBLE or INT result (``Instruction.cast``).
+    Raises what the kernel raises. Constant folding calls it (rewrite.core.Ctx.evaluate)."""
+    k = kernels.get(h.op)
+    if k is None:
+        raise KeyError(f"no kernel for '{h.op}'")
+    v = norm_scalar(bind_args(h.op, h.params.get("slots"), k)(*[i.value for i in h.inputs]))
+    to = scalar_cast(h)
+    return v if to is None else cast_scalar(v, to)
+
+
+def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[..., Any]:
+    def run(a: Any, b: Any) -> Any:
+        return mm(a.T if ta else a, b.T if tb else b)
+
+    if getattr(mm, "dense_matmul", False):
+        run.dense_matmul_t = (ta, tb)  # type: ignore[attr-defined]  # (runtime.straight)
+    return run
+
+
+def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> Callable[..., Any]:
+    """The generated kernel of a fused operator HOP, compiled (or found in the plan cache) when it
+    first runs, for the formats its inputs come in (codegen.compile_plan);
+    backend "reference" runs the CPlan on the pure-NumPy reference interpreter instead (the spec:
+    tests check the optimizer's plans with it without paying for Numba compilation)."""
+    plan = h.params["cplan"]
+    if backend == "reference":
+        from lafuse.runtime.local.reference import evaluate  # deferred: it loads code generation's templates
+
+        def ref(*args: Any) -> Any:
+            return evaluate(plan, list(args))
+
+        return ref
+    started = "lafuse.codegen" in sys.modules
+    t0 = time.perf_counter()
+    from lafuse import codegen  # deferred: Numba's import, ~0.5 s, only for a plan with a fused operator
+
+    if not started:  # Numba's import, part of its start-up: reported by --stats with the kernel loads
+        codegen.record_import_time(time.perf_counter() - t0)
+    op = codegen.compile_plan(plan, threads=threads, eager=False)
+
+    def run(*args: Any) -> Any:
+        return op(list(args))
+
+    run.fused = op  # type: ignore[attr-defined]
+    return run
