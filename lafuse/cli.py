@@ -326,11 +326,6 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         print("\n".join(estimate_program(prog, comp, render=True).lines), flush=True)
     if ns.cmd == "explain":
         return 0
-    if stats is not None:
-        from lafuse.cost.program import estimate_program
-
-        est = estimate_program(prog, comp)
-        stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
     interp = Interpreter(prog, comp, stats=stats)
     reused = tuple(reuse.DONE)
     t0 = time.perf_counter()
@@ -340,6 +335,12 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     finally:
         if stats is not None:
             stats.exec_time = time.perf_counter() - t0
+            # priced after the run: a static block's plan is the one that ran (Block.plan), fused once
+            # per run; blocks that did not run are planned here; no measured time enters the estimate
+            from lafuse.cost.program import estimate_program
+
+            est = estimate_program(prog, comp)
+            stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
             stats.fusion = comp.fusion_stats
             stats.reused = (reuse.DONE[0] - reused[0], reuse.DONE[1] - reused[1])
             sys.stdout.flush()

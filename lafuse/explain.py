@@ -29,7 +29,9 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
                 plan = compiler.lower_dag(b.dag, b.weight)
                 out += [f"{pad}--" + ln for ln in explain_codegen(plan).splitlines()]
             else:
-                plan = b.plan if b.plan is not None else compiler.plan_dag(b.dag, b.weight)
+                if b.plan is None:  # kept: the plan printed is the plan that runs (fused once)
+                    b.plan = compiler.plan_dag(b.dag, b.weight)
+                plan = b.plan
                 out += [f"{pad}--" + ln for ln in explain_plan(plan, None, "").splitlines()]
         elif isinstance(b, IfBlock):
             out.append(f"{pad}IF ({b.lines})")

@@ -105,7 +105,7 @@ def test_stats_reports_times_and_heavy_hitters(linreg: Path):
     assert times == sorted(times, reverse=True)
     assert all(int(r[-3]) >= 1 for r in rows)
     assert all(r[-2] == "-" or float(r[-2]) >= 0 for r in rows)  # the cost model's estimate per opcode
-    assert "Estimated execution time (cost model, before running):" in table[4]
+    assert "Estimated execution time (cost model, plans that ran):" in table[4]
 
 
 def test_inline_script_nvargs_and_positional_args():

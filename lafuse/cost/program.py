@@ -136,6 +136,8 @@ class ProgramCoster:
             # as dynamic recompilation will: sizes from the variables' (estimated) shapes and the
             # scalars known here (a loop body is priced at its first iteration's values)
             dag, plan = self._resize(b.dag, known), None
+        elif plan is None:  # the plan the interpreter then binds and runs: a static block is fused once
+            plan = b.plan = self.compiler.plan_dag(dag, b.weight)
         cost = self._dag(dag, known, depth + 1, plan=plan, weight=b.weight)
         # scalars this block assigns: their values, when they fold, are known to later blocks
         for r in dag.roots:

@@ -22,9 +22,9 @@ from lafuse.feedback import EXECUTED
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import Plan
 from lafuse.runtime import deepstack, recompile, straight
+from lafuse.runtime.bind import bind
 from lafuse.runtime.local.backend import bind_args
-from lafuse.runtime.values import cast_scalar
-from lafuse.runtime.values import ListValue, is_matrix
+from lafuse.runtime.values import ListValue, cast_scalar, is_matrix
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.runtime.stats import Stats
@@ -131,8 +131,8 @@ class Interpreter:
         if b.requires_recompile and self.cfg.dynamic_recompile:
             return recompile.plan_for(self, b, st)
         if b.plan is None:
-            b.plan = self.compiler.lower_dag(b.dag, b.weight, st)
-        return b.plan
+            b.plan = self.compiler.plan_dag(b.dag, b.weight, st)
+        return bind(b.plan, self.compiler.backends)  # (a plan EXPLAIN or the cost model built is bound here)
 
     def _dag_plan(self, dag: Any) -> Plan:
         plan = self._pred_plans.get(id(dag))

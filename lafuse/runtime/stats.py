@@ -26,7 +26,7 @@ class Stats:
     functions_called: int = 0
     # the instructions that ran (each accumulates its own time and count: interp.exec_plan)
     ran: list[Any] = field(default_factory=list)
-    estimated_total: float | None = None  # whole-program estimate made before running (if any)
+    estimated_total: float | None = None  # whole-program estimate of the cost model (if any; no measured times)
     estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
     fusion: Any = None  # lafuse.fusion.FusionStats of the run (codegen on)
@@ -110,7 +110,7 @@ class Stats:
         if self.estimated_total is not None:
             ratio = f"{self.estimated_total / self.exec_time:.2f}" if self.exec_time > 0 else "-"
             guess = "" if self.estimate_exact else ", rests on guessed sizes"
-            lines.append(f"Estimated execution time (cost model, before running): {self.estimated_total:.3f} sec. "
+            lines.append(f"Estimated execution time (cost model, plans that ran): {self.estimated_total:.3f} sec. "
                          f"(estimate/measured {ratio}{guess})")
         lines += self._codegen_lines()
         return "\n".join(lines)

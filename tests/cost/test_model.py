@@ -219,7 +219,7 @@ def test_cli_explain_cost_and_stats_columns(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "lafuse", "run", str(p), "--stats"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "Est/Time" in r.stdout
-    m = re.search(r"Estimated execution time \(cost model, before running\): ([0-9.]+) sec\. "
+    m = re.search(r"Estimated execution time \(cost model, plans that ran\): ([0-9.]+) sec\. "
                   r"\(estimate/measured ([0-9.]+)\)", r.stdout)
     assert m and float(m.group(1)) > 0
 

@@ -226,3 +226,30 @@ def test_convert_is_priced_and_a_no_op_on_the_asked_format():
     assert be.convert(s, "csr") is s
     np.testing.assert_array_equal(be.convert(s, "dense"), np.eye(40))
     assert sparse.issparse(be.convert(np.eye(40), "csr"))
+
+
+@pytest.mark.parametrize("flags", [["--stats"], ["--explain", "cost"], ["--explain", "runtime"]])
+def test_a_static_block_is_fused_once_per_run(flags, tmp_path, monkeypatch, capsys):
+    """--stats prices the plans that ran, and --explain runtime/cost print the plans that then run:
+    the optimizer fuses each static block's DAG once per run, not once for the estimate and again
+    for the interpreter."""
+    import collections
+
+    import lafuse.fusion as fusion
+    from lafuse import cli
+
+    seen: collections.Counter[int] = collections.Counter()
+    optimize = fusion.optimize
+
+    def counting(dag, *a, **kw):
+        seen[id(dag)] += 1
+        return optimize(dag, *a, **kw)
+
+    monkeypatch.setattr(fusion, "optimize", counting)
+    p = tmp_path / "loop.dml"
+    p.write_text(LOOP)
+    rc = cli.main(["run", str(p), "--fusion", "fuse-all", "--no-background", *flags])
+    out = capsys.readouterr().out
+    assert rc == 0 and seen and max(seen.values()) == 1, (seen, out)
+    if flags == ["--stats"]:
+        assert "Estimated execution time (cost model, plans that ran)" in out and "spoof" in out
