@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLStop
+from lafuse.stages import ALIASES, PROGRAM_STAGES, STAGES
 
 EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
@@ -126,12 +127,15 @@ def _parser() -> argparse.ArgumentParser:
                                 "automatic calibration (for CI and batch jobs; also env LAFUSE_BACKGROUND=0 "
                                 "or config background=false)")
         if name == "explain":
-            r.add_argument("--until", default="rewritten",
-                           choices=("parsed", "hops", "rewritten", "fused", "codegen", "runtime", "cost"),
-                           help="stage to print: parsed (AST), hops (as built, before rewrites), "
-                                "rewritten (after rewrites and size propagation), fused (after operator "
-                                "fusion), codegen (CPlans and generated kernel source), runtime (instructions), "
-                                "cost (instructions with # C=[io, compute] estimates and block totals)")
+            r.add_argument("--until", default="sizes", choices=(*STAGES, "cost", *ALIASES), metavar="STAGE",
+                           help="stop after this stage of the compilation chain and print its result: "
+                                "parse (the AST), build (HOP DAGs as built), liveness (dead assignments "
+                                "removed), rewrite (after the rewrites), sizes (after size propagation; the "
+                                "default), fuse (after operator fusion), plan (the physical plan: "
+                                "instructions, execution types, formats), lower (bound to code: fused "
+                                "operators' CPlans and generated kernel source); or cost (the plan with "
+                                "# C=[io, compute] estimates and block totals). Earlier names: "
+                                + ", ".join(f"{k}={v}" for k, v in ALIASES.items()))
     c = sub.add_parser("calibrate", help="measure this machine's rates for the cost model and save them")
     c.add_argument("--quick", action="store_true", help="a faster, less accurate measurement (about 1-3 s)")
     c.add_argument("--output", metavar="PATH",
@@ -225,9 +229,9 @@ def _main(argv: list[str] | None = None) -> int:
         background=cfg.background and not getattr(ns, "no_background", False),
     )
     if ns.cmd == "explain":
-        cfg = cfg.with_(explain=ns.until if ns.until in ("runtime", "cost", "fused", "codegen") else "hops")
-        if ns.until == "hops":
-            cfg = cfg.with_(rewrites=False)
+        ns.until = ALIASES.get(ns.until, ns.until)
+        cfg = cfg.with_(explain={"fuse": "fused", "plan": "runtime", "lower": "codegen", "cost": "cost"}.get(
+            ns.until, "hops"))
     if ns.inline is None and ns.script is None:
         print("lafuse: give a script path or -s 'script text'", file=sys.stderr)
         return 1
@@ -305,7 +309,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     numba = cfg.codegen and cfg.codegen_backend == "numba"
     if prestart:
         _prestart_at_launch(text, cfg.fusion if numba else None)
-    if ns.cmd == "explain" and ns.until == "parsed":
+    if ns.cmd == "explain" and ns.until == "parse":
         from lafuse.lang.parser import parse
 
         script = parse(text, path)
@@ -314,7 +318,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         for fd in script.functions.values():
             print(fd)
         return 0
-    prog = comp.compile_text(text, path)
+    until = ns.until if ns.cmd == "explain" and ns.until in PROGRAM_STAGES else "sizes"
+    prog = comp.compile_text(text, path, until=until)
     sources.update(prog.sources)
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program

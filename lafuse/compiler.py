@@ -1,7 +1,12 @@
-"""The compilation chain, end to end: parse -> HOP blocks -> liveness -> rewrites -> sizes -> plans.
+"""The compilation chain, end to end, as one list of named stages (lafuse.stages.STAGES).
 
-Functions are compiled lazily on their first call (their parameter sizes are unknown statically,
-so their blocks are recompiled at run time with the actual sizes).
+The program stages run once per script: parse (text -> AST), build (AST -> blocks of HOP DAGs),
+liveness (variables live out of each block; dead assignments go), rewrite (static and dynamic
+rewrites, constant folding), sizes (size propagation, then the functions compiled with the sizes
+their call sites agree on: inter-procedural analysis). A function's body runs build..sizes when it
+is compiled. The block stages run when a block first runs, again at each dynamic recompilation with
+the actual sizes: fuse (fusion.optimize), plan (plan.build: the physical plan) and lower (runtime.bind:
+the plan bound to its backends' code). ``lafuse explain --until STAGE`` stops after any of them.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from lafuse.plan import Plan, build
 from lafuse.plan.instructions import LOCAL
 from lafuse.runtime.bind import Backend, bind
 from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
+from lafuse.stages import PROGRAM_STAGES
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.runtime.stats import Stats
@@ -73,9 +79,11 @@ class Compiler:
 
     # ------------------------------------------------------------ main program
     def compile_text(self, text: str, path: str = "<string>", inputs: dict[str, Any] | None = None,
-                     outputs: tuple[str, ...] = ()) -> Program:
-        """``inputs``: values bound before the script runs (their types and sizes are known to the
+                     outputs: tuple[str, ...] = (), until: str = "sizes") -> Program:
+        """The program stages (PROGRAM_STAGES) up to ``until`` (after "parse", the program as built).
+        ``inputs``: values bound before the script runs (their types and sizes are known to the
         compiler); ``outputs``: variables that must survive dead-code removal (live at the end)."""
+        stop = PROGRAM_STAGES.index(until)
         t0 = time.perf_counter()
         script = parse(text, path)
         t1 = time.perf_counter()
@@ -85,12 +93,15 @@ class Compiler:
         prog = self.builder.build_program(script)
         prog.sources[path] = text
         prog.sources.update(self.resolver.sources)
-        liveness.analyze(prog.blocks, set(outputs))
-        prog.blocks = self.optimize_blocks(prog.blocks)
         self.program = prog
+        prog.blocks = self._program_stages(prog.blocks, set(outputs), stop)
         self._in_compile = True  # function compile time is part of this span: count it once
         try:
-            self._compile_functions(prog)
+            if stop == len(PROGRAM_STAGES) - 1:
+                self._compile_functions(prog)
+            else:  # bodies up to the same stage, without call-site sizes
+                for key in [k for k in prog.functions if k in self.resolver.functions and not k.startswith("builtin:")]:
+                    self.function(key, None, stop)
         finally:
             self._in_compile = False
         if self.stats is not None:
@@ -98,12 +109,30 @@ class Compiler:
             self.stats.compile_time += time.perf_counter() - t1
         return prog
 
-    def optimize_blocks(self, blocks: list, weight: float = 1.0) -> list:
+    def _program_stages(self, blocks: list, outputs: set[str], stop: int, weight: float = 1.0) -> list:
+        """The stages after build (liveness, rewrite, sizes) over ``blocks``, up to PROGRAM_STAGES[stop]."""
+        if stop >= PROGRAM_STAGES.index("liveness"):
+            liveness.analyze(blocks, outputs)
+        if stop >= PROGRAM_STAGES.index("rewrite"):
+            blocks = self._rewrite(blocks)
+        if stop >= PROGRAM_STAGES.index("sizes"):
+            self._sizes(blocks, weight)
+        return blocks
+
+    def _rewrite(self, blocks: list) -> list:
         if self.cfg.rewrites:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg, self.evaluate)
             for b in iter_blocks(blocks):
                 for d in block_dags(b):
-                    self.rewrite_dag(d, dynamic=True)
+                    rewrite.rewrite_dag(d, self.cfg, dynamic=True, evaluate=self.evaluate)
+        return blocks
+
+    def _sizes(self, blocks: list, weight: float) -> None:
+        if self.cfg.rewrites:  # (without rewrites: the sizes the builder inferred)
+            for b in iter_blocks(blocks):
+                for d in block_dags(b):
+                    for h in d.hops():
+                        sizes.infer(h)
         # after rewrites: an out-of-range index in a branch that known sizes make dead (constant
         # predicate removed) is not an error, as in SystemDS; a surviving one is reported here
         _raise_deferred(blocks)
@@ -111,7 +140,6 @@ class Compiler:
         for b in iter_blocks(blocks):
             if isinstance(b, GenericBlock):
                 b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())
-        return blocks
 
     def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
         if self.cfg.rewrites:
@@ -197,7 +225,8 @@ class Compiler:
             if key not in used and key in self.resolver.functions and not key.startswith("builtin:"):
                 self.function(key)
 
-    def function(self, key: str, known: dict[str, VarInfo] | None = None) -> FunctionProgram:
+    def function(self, key: str, known: dict[str, VarInfo] | None = None,
+                 stop: int = len(PROGRAM_STAGES) - 1) -> FunctionProgram:
         assert self.program is not None and self.builder is not None
         fp = self.program.functions.get(key)
         if fp is None and key in self.resolver.functions:  # a builtin script loaded later
@@ -212,8 +241,8 @@ class Compiler:
             t0 = time.perf_counter()
             fdef = self.resolver.functions[key]
             blocks = self.builder.build_function(key, fdef, known)
-            liveness.analyze(blocks, {o.name for o in fdef.outputs})
-            fp.blocks = self.optimize_blocks(blocks, self._call_weights.get(key, 1.0))
+            fp.blocks = self._program_stages(blocks, {o.name for o in fdef.outputs}, stop,
+                                             self._call_weights.get(key, 1.0))
             fp.compiled = True
             if self.stats is not None and not self._in_compile:
                 self.stats.compile_time += time.perf_counter() - t0

@@ -80,6 +80,32 @@ def test_explain_runtime_and_explain_subcommand(linreg: Path):
     assert r.returncode == 0 and "u(ncol)" not in r.stdout and "ba(%*%)" in r.stdout
 
 
+def test_explain_until_stops_after_each_stage(tmp_path: Path):
+    """The compiler is one list of named stages (lafuse.stages.STAGES); explain --until prints the
+    result of each: the AST, the DAG as built (dead Z = X * 2 still written), after liveness (the
+    writes no later block reads gone), after rewrites (ncol folded), fused, the physical plan, the
+    plan bound to code (a fused operator's generated source)."""
+    from lafuse.stages import STAGES
+
+    p = tmp_path / "s.dml"
+    p.write_text("X = rand(rows=100, cols=ncol(matrix(0, 1, 10)), seed=1)\nZ = X * 2\nZ = X + 1\n"
+                 "s = sum(X * X * 3)\nprint(s + sum(Z))\n")
+    out = {}
+    for stage in STAGES:
+        r = lafuse("explain", str(p), "--until", stage, "--fusion", "fuse-all")
+        assert r.returncode == 0, (stage, r.stderr)
+        out[stage] = r.stdout
+    assert out["parse"].startswith("Assign(") and "PROGRAM" not in out["parse"]
+    assert "TWrite Z" in out["build"] and "u(ncol)" in out["build"]
+    assert "TWrite Z" not in out["liveness"] and "u(ncol)" in out["liveness"]
+    assert "u(ncol)" not in out["rewrite"] and "[100,10,-1]" in out["sizes"]
+    assert "spoof(spoofMA)" in out["fuse"] and "spoof" not in out["sizes"]
+    assert re.search(r"^------CP spoofMA _r\d+ -> _r\d+ .*fmt\(", out["plan"], re.M)
+    assert "@njit" in out["lower"] and "CP rand" not in out["lower"]
+    r = lafuse("explain", str(p), "--until", "nonsense")
+    assert r.returncode != 0 and "--until" in r.stderr
+
+
 def test_explain_recompile_hops_shows_learned_sizes(tmp_path: Path):
     p = tmp_path / "f.dml"
     p.write_text("f = function(Matrix[Double] M) return (Double s) { s = sum(t(M) %*% M) }\n"
