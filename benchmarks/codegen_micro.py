@@ -17,7 +17,6 @@ import scipy.sparse as sps
 sys.path.insert(0, str(Path(__file__).parent))
 import fusion_kernels as hk  # noqa: E402
 
-from lafuse import codegen  # noqa: E402
 from lafuse.hops.cplan import (  # noqa: E402
     CELL,
     COL_AGG_T,
@@ -29,6 +28,7 @@ from lafuse.hops.cplan import (  # noqa: E402
     CPlan,
     CPlanBuilder,
 )
+from lafuse.runtime.local import fused  # noqa: E402
 
 
 def rand_csr(n: int, m: int, density: float, seed: int):
@@ -67,13 +67,13 @@ def main(which: list[str]) -> None:
     cell = CPlan("cell", b.op("*", b.op("*", X, Y), Z), FULL_AGG, "sum", sparse_safe=True, ninputs=3)
     if "cell" in which:
         x, y, z = (rng.random((20000, 1000)) for _ in range(3))
-        op = codegen.compile_plan(cell)
+        op = fused.compile_plan(cell)
         compare("cell dense", {"fused": lambda: op([x, y, z]), "hand": lambda: hk.cell3_dense(x, y, z),
                                "numpy": lambda: float(np.sum(x * y * z))})
         del x, y, z
     if "cellsp" in which:
         xs, ys, zs = (rand_csr(20000, 1000, 0.1, s) for s in range(3))
-        op = codegen.compile_plan(cell)
+        op = fused.compile_plan(cell)
         n = xs.shape[0]
         compare("cell csr", {"fused": lambda: op([xs, ys, zs]),
                              "hand": lambda: hk.cell3_csr(n, *hk.csr_parts(xs), *hk.csr_parts(ys), *hk.csr_parts(zs)),
@@ -84,7 +84,7 @@ def main(which: list[str]) -> None:
         plan = CPlan("row", b2.op("*", Xm, b2.op("vecmat", Xm, v)), COL_AGG_T, ninputs=2)
         x = rng.random((100000, 1000))
         vv = rng.random((1000, 1))
-        op = codegen.compile_plan(plan)
+        op = fused.compile_plan(plan)
         compare("mmchain", {"fused": lambda: op([x, vv]), "hand": lambda: hk.mmchain(x, vv[:, 0], 64),
                             "numpy": lambda: x.T @ (x @ vv)})
         del x
@@ -95,7 +95,7 @@ def main(which: list[str]) -> None:
                      ninputs=3, sparse_safe=True)
         xo = rand_csr(20000, 20000, 1e-3, 2)
         u, w = rng.random((20000, 100)), rng.random((20000, 100))
-        op = codegen.compile_plan(plan)
+        op = fused.compile_plan(plan)
         compare("outer", {"fused": lambda: op([xo, u, w]),
                           "hand": lambda: hk.outer_log_sum(20000, *hk.csr_parts(xo), u, w, 1e-15)})
 

@@ -4,7 +4,8 @@
     python -m lafuse.background --wait    # block until no background job is pending (benchmarks, tests)
 
 Calibration runs first, so the compiles do not skew its measurement. Here, above the pipeline, because
-calibrating runs the compiler and the interpreter (lafuse.calibrate), which the code generator below
+calibrating runs the compiler and the interpreter (lafuse.calibrate), and compiling a kernel in its
+mode runs the runtime's fused-operator runners (runtime.local.fused), which the code generator below
 them must not import.
 """
 
@@ -14,8 +15,10 @@ import os
 import pickle
 import sys
 from pathlib import Path
+from typing import Any
 
 from lafuse import cachedir
+from lafuse import config as cfgmod
 from lafuse.calibrate import calibrate
 from lafuse.codegen import deferred
 from lafuse.cost import profile
@@ -30,6 +33,20 @@ def calibrate_into(target: Path) -> None:
         profile.save(calibrate(quick=True), target)
     except Exception:  # noqa: BLE001 - nobody reads this process's output: the compiles still run, and
         pass  # the defaults stay (the next run that decides on them asks again)
+
+
+def compile_all(job: dict[str, Any]) -> int:
+    """Run a job's compiles (its calibration, ``job["calibrate"]``, is done before): every plan that
+    is not cached yet, in the mode its recorded input sizes will run (runtime.local.fused.predict_mode);
+    returns how many plans were compiled. ``job["plans"]``: (plan, input sizes) pairs, the sizes (rows,
+    cols, CSR) by plan position or None (the dense mode)."""
+    from lafuse.runtime.local.fused import precompile  # deferred: Numba, not needed by --wait
+
+    n = 0
+    with cfgmod.using(cache_max_bytes=int(job.get("cache_max_bytes", cfgmod.get().cache_max_bytes))):
+        for plan, inputs in job["plans"]:
+            n += precompile(plan, inputs)
+    return n
 
 
 def main(argv: list[str]) -> int:
@@ -47,7 +64,7 @@ def main(argv: list[str]) -> int:
         job = pickle.load(sys.stdin.buffer)
         if job.get("calibrate") is not None:
             calibrate_into(Path(job["calibrate"]))
-        deferred.compile_all(job)
+        compile_all(job)
     finally:
         marker.unlink(missing_ok=True)
     return 0

@@ -24,7 +24,7 @@ A kernel counts as cached only once Numba's index exists (``PlanCache.on_disk``)
 starts while the background compile is still working decides as if the kernel were not there.
 
 The background process is ``python -m lafuse.background --job`` (lafuse/background.py: it calibrates
-when asked, then runs ``compile_all``); ``python -m lafuse.background --wait`` blocks until no job is
+when asked, then runs ``lafuse.background.compile_all``); ``python -m lafuse.background --wait`` blocks until no job is
 pending.
 """
 
@@ -78,20 +78,6 @@ def spawn(plans: dict[str, Any], calibrate: Path | None = None,
         marker(d, proc.pid).unlink(missing_ok=True)
         raise
     return proc
-
-
-def compile_all(job: dict[str, Any]) -> int:
-    """Run a job's compiles (its calibration, ``job["calibrate"]``, is the background process's, done
-    before): every plan that is not cached yet, in the mode its recorded input sizes will run
-    (``codegen.predict_mode``); returns how many plans were compiled. ``job["plans"]``: (plan, input
-    sizes) pairs, the sizes (rows, cols, CSR) by plan position or None (the dense mode)."""
-    from lafuse.codegen import precompile
-
-    n = 0
-    with cfgmod.using(cache_max_bytes=int(job.get("cache_max_bytes", cfgmod.get().cache_max_bytes))):
-        for plan, inputs in job["plans"]:
-            n += precompile(plan, inputs)
-    return n
 
 
 def pending(max_age: float = STALE_AFTER) -> list[Path]:

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from lafuse import codegen
 from lafuse import config as cfgmod
-from lafuse.codegen import runner_row
 from lafuse.codegen.emit import canon
 from lafuse.codegen.gen_row import mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BLOCK_MODES, BlockCond
@@ -51,6 +50,8 @@ from lafuse.hops.cplan import (
     CPlanBuilder,
     cell_read_inputs,
 )
+from lafuse.runtime.local import fused
+from lafuse.runtime.local.fused import runner_row
 from lafuse.runtime.local.reference import evaluate
 from lafuse.runtime.values import as_matrix_value
 
@@ -98,13 +99,13 @@ def runtime_formats(ins: list) -> list:
     return [as_matrix_value(v) if hasattr(v, "shape") else v for v in ins]
 
 
-_COMPILED: dict[str, codegen.FusedOperator] = {}
+_COMPILED: dict[str, fused.FusedOperator] = {}
 
 
-def compiled(name: str, plan: CPlan, threads: int = 2) -> codegen.FusedOperator:
+def compiled(name: str, plan: CPlan, threads: int = 2) -> fused.FusedOperator:
     key = f"{name}/{threads}"
     if key not in _COMPILED:
-        _COMPILED[key] = codegen.compile_plan(plan, threads=threads)
+        _COMPILED[key] = fused.compile_plan(plan, threads=threads)
     return _COMPILED[key]
 
 
@@ -444,7 +445,7 @@ def test_block_mode_pins_each_products_path(monkeypatch):
     assert "mode == 5 or mode == 6 and small_mm(" in source
     monkeypatch.setattr(runner_row, "block_mode", lambda cond, m, lens, shapes: BLOCK_MIXED)
     codegen.clear_memory_cache()
-    op = codegen.compile_plan(plan, eager=False)
+    op = fused.compile_plan(plan, eager=False)
     rng = np.random.default_rng(5)
     for cols in (1, 2, 3):
         for n, m in ((50, 17), (40, 33), (30, 4)):
@@ -583,7 +584,7 @@ def test_random_cell_expressions_equal_reference(data):
     root = b.op("*", X, e) if safe else b.op("+", e, X)
     agg, op = data.draw(st.sampled_from(CELL_VARIANTS))
     plan = CPlan("cell", root, agg, op, sparse_safe=safe, ninputs=5)
-    op_ = codegen.compile_plan(plan, threads=2)
+    op_ = fused.compile_plan(plan, threads=2)
     for kind in ("dense", "sparse", "zero"):
         ins = cell_inputs(kind, data.draw(st.booleans()), data.draw(st.booleans()), seed=data.draw(st.integers(0, 3)))
         got, ref = op_(ins), evaluate(plan, ins)
@@ -601,9 +602,9 @@ def test_plan_cache_shares_kernels_across_input_order_and_literals():
     rng = np.random.default_rng(9)
     A, B = rng.normal(size=(30, 6)), rng.normal(size=(30, 6))
     p1, p2 = plan((0, 1), 2.0), plan((1, 0), -7.5)
-    op1 = codegen.compile_plan(p1)
+    op1 = fused.compile_plan(p1)
     before = codegen.cache_stats()
-    op2 = codegen.compile_plan(p2)
+    op2 = fused.compile_plan(p2)
     after = codegen.cache_stats()
     assert after["mem_hits"] == before["mem_hits"] + 1 and after["compiled"] == before["compiled"]
     assert op1.hash == op2.hash and op1.source == op2.source
@@ -612,7 +613,7 @@ def test_plan_cache_shares_kernels_across_input_order_and_literals():
     assert same(op2([A, B]), (B * A - 7.5).sum(axis=1, keepdims=True))
     assert codegen.is_cached(p2)
     codegen.clear_memory_cache()
-    op3 = codegen.compile_plan(p2)  # from disk now
+    op3 = fused.compile_plan(p2)  # from disk now
     assert codegen.cache_stats()["disk_hits"] == after["disk_hits"] + 1
     assert same(op3([A, B]), evaluate(p2, [A, B]))
 
@@ -631,11 +632,12 @@ def test_shape_mismatch_raises_value_error():
 _SCRIPT = """
 import json, sys
 from lafuse import codegen
+from lafuse.runtime.local import fused
 from lafuse.hops.cplan import CPlanBuilder, CPlan, MAIN, CELL, FULL_AGG
 import numpy as np
 b = CPlanBuilder()
 x, y = b.input(0, MAIN), b.input(1, CELL)
-op = codegen.compile_plan(CPlan("cell", b.op("-", b.op("*", x, y), b.literal(3.0)), FULL_AGG, "max", ninputs=2))
+op = fused.compile_plan(CPlan("cell", b.op("-", b.op("*", x, y), b.literal(3.0)), FULL_AGG, "max", ninputs=2))
 r = op([np.ones((4, 4)), np.full((4, 4), 5.0)])
 print(json.dumps({**{k: v for k, v in codegen.cache_stats().items() if k != "per_kernel"}, "r": r}))
 """
@@ -701,7 +703,7 @@ def test_kernel_pool_threads_run_blas_on_one_thread():
     """Every pool thread calls BLAS (np.dot per block) at once: none may spread its products over all
     cores too, so every loaded BLAS runs at one thread while such a kernel runs (threads.blas_single)."""
     from lafuse import threads
-    from lafuse.codegen import runner
+    from lafuse.runtime.local.fused import runner
 
     assert threads.blas_setters(), "no BLAS with a settable thread count is loaded"
     seen: list[dict[str, int]] = []
@@ -721,7 +723,7 @@ def test_a_blas_kernel_leaves_the_callers_blas_threads_as_they_were():
     """OpenBLAS's pthreads build has one thread count per library, whichever thread sets it: a row
     kernel with products (pool threads, then the calling thread alone) must hand NumPy's unfused
     ``%*%`` back the count it had. Before, it stayed at one thread after the first such kernel."""
-    from lafuse.codegen import runner
+    from lafuse.runtime.local.fused import runner
 
     plan, _ = row_plans()["tXXV"]
     rng = np.random.default_rng(3)
@@ -736,7 +738,7 @@ def test_a_blas_kernel_leaves_the_callers_blas_threads_as_they_were():
 
 
 def test_cell_kernels_do_not_call_blas():
-    from lafuse.codegen import runner
+    from lafuse.runtime.local.fused import runner
 
     b = CPlanBuilder()
     plan = CPlan("cell", b.op("*", b.input(0, MAIN), b.input(1, CELL)), FULL_AGG, "sum", ninputs=2)
@@ -751,8 +753,9 @@ refreshes = []
 orig = base.BaseContext.refresh
 base.BaseContext.refresh = lambda self: (refreshes.append(1), orig(self))[1]
 from lafuse import codegen
+from lafuse.runtime.local import fused
 plan, ins = pickle.load(open(sys.argv[1], "rb"))
-got = codegen.compile_plan(plan, threads=2)(ins)
+got = fused.compile_plan(plan, threads=2)(ins)
 st = codegen.cache_stats()
 print(repr((float(got), st["disk_hits"], st["compiled"], len(refreshes))))
 """
@@ -803,7 +806,7 @@ def test_a_kernel_compiles_only_the_modes_its_inputs_use(disk_cache):
 
     plan = cell_plan("safe", FULL_AGG, "sum")
     codegen.clear_memory_cache()  # (other tests compiled this plan: a fresh ByMode, loaded from disk)
-    fop = codegen.compile_plan(plan, threads=1)
+    fop = fused.compile_plan(plan, threads=1)
     kernels = fop._kernel
     assert sorted(kernels._fns) == [0]
     dense_in = cell_inputs("dense", False, False, seed=3)
@@ -816,7 +819,7 @@ def test_a_kernel_compiles_only_the_modes_its_inputs_use(disk_cache):
     assert same(fop(sparse_in), evaluate(plan, sparse_in)) and sorted(kernels._fns) == modes  # no recompile
     # as the runtime compiles (eager=False): nothing until the first call, then only that call's mode
     codegen.clear_memory_cache()
-    lazy = codegen.compile_plan(plan, threads=1, eager=False)
+    lazy = fused.compile_plan(plan, threads=1, eager=False)
     assert lazy._kernel._fns == {} and codegen.is_cached(plan)  # (on disk from above)
     assert same(lazy(sparse_in), evaluate(plan, sparse_in)) and sorted(lazy._kernel._fns) == [modes[1]]
     src = specialize(fop.source, modes[1])

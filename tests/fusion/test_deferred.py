@@ -15,10 +15,12 @@ import pytest
 
 from lafuse import cachedir, fusion
 from lafuse import config as cfgmod
+from lafuse.background import compile_all
 from lafuse.compiler import Compiler
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import optimizer
 from lafuse.hops.program import GenericBlock, iter_blocks
+from lafuse.runtime.local import fused as local_fused
 
 from .conftest import PROFILE
 from .test_optimizer import basic_ops, fused, loop_body
@@ -51,7 +53,7 @@ def test_kernels_that_pay_only_from_the_disk_cache_are_deferred(tmp_path, monkey
     marker.write_text(json.dumps({"pid": os.getpid()}))
     assert deferred.pending() == [marker]
     marker.unlink()
-    assert deferred.compile_all({"plans": [(plan, inputs)], "calibrate": None}) == 1 and codegen.is_cached(plan)
+    assert compile_all({"plans": [(plan, inputs)], "calibrate": None}) == 1 and codegen.is_cached(plan)
     spoofs, labels = fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
     assert [s.op for s in spoofs] == ["spoofCell"] and not any(lb.startswith("b(*)") for lb in labels)
     assert not fusion.DEFERRED
@@ -447,9 +449,9 @@ def test_the_mode_predicted_from_sizes_is_the_mode_a_call_runs(tmp_path, monkeyp
                 vals = [sps.random(r, c, density=0.05, format="csr", random_state=k) if s else rng.random((r, c))
                         for r, c, s in sz]
                 codegen.clear_memory_cache()
-                op = codegen.compile_plan(plan, eager=False)
+                op = local_fused.compile_plan(plan, eager=False)
                 op(vals)
-                predicted = codegen.predict_mode(plan, sz)
+                predicted = local_fused.predict_mode(plan, sz)
                 assert op._kernel.modes() == {predicted}, (plan.template, sz)
                 seen.add((plan.template, predicted))
     assert {("row", 3), ("row", 2), ("cell", 0), ("cell", 2), ("cell", 3), ("outer", 0), ("outer", 1)} <= seen
@@ -459,18 +461,17 @@ def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeyp
     # KMeans' distance kernel runs its block-product mode (3) on a dense 5000 x 50 main: the deferred
     # compile must build that one, not the dense per-row mode its warm-up call would compile
     from lafuse import codegen
-    from lafuse.codegen import deferred
 
     monkeypatch.setenv("LAFUSE_CODEGEN_CACHE", str(tmp_path))
     codegen.clear_memory_cache()
     row = next(s for s in _fuse_all_spoofs(*KMEANS_D) if s.params["cplan"].template == "row")
     plan = row.params["cplan"]
     sizes = tuple(optimizer._size_format(h, None) for h in row.inputs)
-    assert codegen.predict_mode(plan, sizes) == 3
-    assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 1
+    assert local_fused.predict_mode(plan, sizes) == 3
+    assert compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 1
     codegen.clear_memory_cache()
     assert codegen.is_cached(plan, 3) and not codegen.is_cached(plan, 0)
-    assert deferred.compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 0  # cached: nothing to do
+    assert compile_all({"plans": [(plan, sizes)], "calibrate": None}) == 0  # cached: nothing to do
 
 
 def _fused_ops(text: str, preamble: str) -> tuple[list, dict, list]:

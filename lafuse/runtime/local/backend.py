@@ -139,7 +139,7 @@ def _matmult_transposed(mm: Callable[..., Any], ta: bool, tb: bool) -> Callable[
 
 def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> Callable[..., Any]:
     """The generated kernel of a fused operator HOP, compiled (or found in the plan cache) when it
-    first runs, for the formats its inputs come in (codegen.compile_plan);
+    first runs, for the formats its inputs come in (runtime.local.fused.compile_plan);
     backend "reference" runs the CPlan on the pure-NumPy reference interpreter instead (the spec:
     tests check the optimizer's plans with it without paying for Numba compilation)."""
     plan = h.params["cplan"]
@@ -153,10 +153,11 @@ def spoof_kernel(h: Hop, threads: int | None = None, backend: str = "numba") -> 
     started = "lafuse.codegen" in sys.modules
     t0 = time.perf_counter()
     from lafuse import codegen  # deferred: Numba's import, ~0.5 s, only for a plan with a fused operator
+    from lafuse.runtime.local import fused  # deferred: it imports codegen
 
     if not started:  # Numba's import, part of its start-up: reported by --stats with the kernel loads
         codegen.record_import_time(time.perf_counter() - t0)
-    op = codegen.compile_plan(plan, threads=threads, eager=False)
+    op = fused.compile_plan(plan, threads=threads, eager=False)
 
     def run(*args: Any) -> Any:
         return op(list(args))

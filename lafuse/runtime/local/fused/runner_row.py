@@ -11,7 +11,6 @@ from lafuse.codegen.emit import Canon
 from lafuse.codegen.gen_row import RowInfo, analyze, mmchain
 from lafuse.codegen.gen_row_block import BLOCK_BLAS, BLOCK_LOOPS, BLOCK_MIXED, BlockCond, block_body
 from lafuse.codegen.prims import kcombine, small_mm
-from lafuse.codegen.runner import E2, ROW_BLOCK_CELLS, as_mat, blocks, dense, launch, scalar, vector
 from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
@@ -24,6 +23,16 @@ from lafuse.hops.cplan import (
     NO_AGG,
     ROWVEC,
     SCALAR,
+)
+from lafuse.runtime.local.fused.runner import (
+    E2,
+    ROW_BLOCK_CELLS,
+    as_mat,
+    blocks,
+    dense,
+    launch,
+    scalar,
+    vector,
 )
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from lafuse.codegen.emit import Canon
 from lafuse.codegen.prims import kcombine
-from lafuse.codegen.runner import E1, E2, Mat, as_mat, blocks, dense, launch, make_csr, scalar, vector
 from lafuse.hops.cplan import (
     CELL,
     COLVEC,
@@ -20,6 +19,18 @@ from lafuse.hops.cplan import (
     OUTER_V,
     ROWVEC,
     SCALAR,
+)
+from lafuse.runtime.local.fused.runner import (
+    E1,
+    E2,
+    Mat,
+    as_mat,
+    blocks,
+    dense,
+    launch,
+    make_csr,
+    scalar,
+    vector,
 )
 
 
