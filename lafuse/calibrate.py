@@ -98,7 +98,7 @@ def _best(fn: Callable[[], Any], reps: int, inner: int = 1) -> float:
 
 def _threads() -> int:
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info  # deferred: threadpoolctl, only to read BLAS's threads
 
         counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
         if counts:
@@ -168,7 +168,7 @@ def _elementwise(quick: bool) -> tuple[float, float]:
 
 
 def _sparse(quick: bool) -> float:
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # deferred: SciPy, only for the sparse measurements
 
     rows, cols, per_row = (10_000 if quick else 20_000), 5000, 50  # density 1%
     rng = np.random.default_rng(3)

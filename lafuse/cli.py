@@ -7,14 +7,26 @@ a Python traceback appears only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import atexit
+import ctypes
 import os
 import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any, NoReturn
 
+# what `import lafuse` loads anyway (the package's face imports the compiler): nothing to defer
 from lafuse import config as cfgmod
+from lafuse.compiler import Compiler
 from lafuse.errors import DMLError, DMLStop
+from lafuse.hops.resolver import parse_cmdline_value
+from lafuse.lang.parser import parse, read_source
+from lafuse.runtime import deepstack, reuse
+from lafuse.runtime.interp import Interpreter
+from lafuse.sparse import sp
 from lafuse.stages import ALIASES, PROGRAM_STAGES, STAGES
+from lafuse.threads import blas_limited
 
 EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
 
@@ -67,7 +79,7 @@ def _positive(text: str) -> int:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # deferred: ~9 ms, --version only
 
     try:
         return f"lafuse {version('lafuse')}"
@@ -152,8 +164,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _nvargs(items: list[str]) -> dict[str, Any]:
-    from lafuse.hops.resolver import parse_cmdline_value
-
     out: dict[str, Any] = {}
     for it in items:
         if "=" not in it:
@@ -166,8 +176,6 @@ def _nvargs(items: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Runs the command on a deep thread (runtime.deepstack: deeply nested and recursive scripts);
     Ctrl-C still ends it with 130."""
-    from lafuse.runtime import deepstack
-
     try:
         return deepstack.call(_main, argv)
     except KeyboardInterrupt:  # a second Ctrl-C while the first one unwinds the run
@@ -183,9 +191,6 @@ def entry() -> NoReturn:
     joined, the atexit functions run (a private plan cache is removed, logging flushed), and the
     output streams are flushed."""
     rc = main()
-    import atexit
-    import threading
-
     for t in threading.enumerate():
         if t is not threading.main_thread() and not t.daemon:
             t.join()
@@ -239,8 +244,6 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"lafuse: give a script path or -s 'script text', not both (got '{ns.script}' and -s)",
               file=sys.stderr)
         return 1
-    from lafuse.hops.resolver import parse_cmdline_value
-
     sources: dict[str, str] = {}
     try:
         with cfgmod.using(cfg):
@@ -253,7 +256,7 @@ def _main(argv: list[str] | None = None) -> int:
     except DMLError as e:
         sys.stdout.flush()
         if cfg.debug:
-            import traceback
+            import traceback  # deferred: only for --debug's traceback
 
             traceback.print_exc()
         print(e.render(sources), file=sys.stderr)
@@ -282,22 +285,15 @@ def _main(argv: list[str] | None = None) -> int:
 
 def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos: list[Any],
          sources: dict[str, str]) -> int:
-    from lafuse.compiler import Compiler
-    from lafuse.runtime import reuse
-    from lafuse.runtime.interp import Interpreter
-    from lafuse.threads import blas_limited
-
     stats = None
     if cfg.stats:
-        from lafuse.runtime.stats import Stats
+        from lafuse.runtime.stats import Stats  # deferred: --stats only
 
         stats = Stats()
     comp = Compiler(cfg, nvargs, pos, stats)
     if ns.inline is not None:
         text, path = ns.inline, "<inline>"
     else:
-        from lafuse.lang.parser import read_source
-
         path = ns.script
         try:
             text = read_source(path)
@@ -310,8 +306,6 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     if prestart:
         _prestart_at_launch(text, cfg.fusion if numba else None)
     if ns.cmd == "explain" and ns.until == "parse":
-        from lafuse.lang.parser import parse
-
         script = parse(text, path)
         for s in script.statements:
             print(s)
@@ -322,11 +316,11 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     prog = comp.compile_text(text, path, until=until)
     sources.update(prog.sources)
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
-        from lafuse.explain import explain_program
+        from lafuse.explain import explain_program  # deferred: EXPLAIN only
 
         print(explain_program(prog, cfg.explain, comp), flush=True)
     elif cfg.explain == "cost":
-        from lafuse.cost.program import estimate_program
+        from lafuse.cost.program import estimate_program  # deferred: --stats and --explain cost only
 
         print("\n".join(estimate_program(prog, comp, render=True).lines), flush=True)
     if ns.cmd == "explain":
@@ -342,7 +336,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             stats.exec_time = time.perf_counter() - t0
             # priced after the run: a static block's plan is the one that ran (Block.plan), fused once
             # per run; blocks that did not run are planned here; no measured time enters the estimate
-            from lafuse.cost.program import estimate_program
+            from lafuse.cost.program import estimate_program  # deferred: --stats and --explain cost only
 
             est = estimate_program(prog, comp)
             stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
@@ -360,7 +354,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
 def _prestart_at_launch(text: str, policy: str | None) -> None:
     """Begin the imports the script's last run needed (SciPy's sparse module; Numba, ``policy`` being
     the fusion policy when Numba kernels may run) on a background thread."""
-    from lafuse.feedback import prestart
+    from lafuse.feedback import prestart  # deferred: only when prestart is on
 
     if prestart.wanted(text, prestart.SPARSE):
         prestart.start_sparse("the script's last run used sparse matrices")
@@ -373,8 +367,7 @@ def _record_kernels_used(text: str, policy: str | None) -> None:
     starts Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background start
     still running (never exit mid-import). Kernels kept only because this run's background start had
     imported Numba (fusion.ON_PRESTART) do not count: else a start would keep itself going."""
-    from lafuse.feedback import prestart
-    from lafuse.sparse import sp
+    from lafuse.feedback import prestart  # deferred: only when prestart is on
 
     counts = {prestart.SPARSE: int(type(sp).used)}
     if policy is not None:
@@ -405,8 +398,6 @@ def tune_malloc() -> bool:
     of freed memory kept by the process. Set once, before the first large allocation."""
     if os.environ.get("LAFUSE_MALLOC_TUNE", "1") == "0" or not sys.platform.startswith("linux"):
         return False
-    import ctypes
-
     try:  # the process's own symbols (Python links the C library): find_library would run ldconfig
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -423,7 +414,7 @@ def _save_observed(cfg: Any) -> None:
     decisions made (feedback.decisions), for later runs."""
     if not (cfg.codegen and "lafuse.fusion" in sys.modules):  # (else nothing was weighed)
         return
-    from lafuse.feedback import decisions, observed
+    from lafuse.feedback import decisions, observed  # deferred: only after a run that fused
 
     for on, save, what in ((cfg.fusion_observed, observed.save, "observed block executions"),
                            (cfg.fusion_reuse, decisions.save, "fusion decisions")):
@@ -440,7 +431,7 @@ def _calibrate_later(cfg: Any) -> Any:
     fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized
     if not (cfg.codegen and cfg.auto_calibrate and fusion is not None and "default" in fusion.DECIDED_ON):
         return None
-    from lafuse.cost import profile
+    from lafuse.cost import profile  # deferred: only when a profile is looked at
 
     path = profile.profile_path()
     return None if profile.valid(path) else path
@@ -454,7 +445,7 @@ def _spawn_deferred(cfg: Any) -> None:
     # (--no-background, LAFUSE_BACKGROUND=0: no job of any kind, and no look at the profile for one)
     calibrate = _calibrate_later(cfg) if cfg.background else None
     if cfg.background and (plans or calibrate is not None):
-        from lafuse.codegen import deferred
+        from lafuse.codegen import deferred  # deferred: loads codegen, only when a job is handed on
 
         try:
             deferred.spawn(plans, calibrate)
@@ -491,9 +482,9 @@ _PROFILE_UNITS = {
 
 
 def _profile_table(prof: Any, title: str) -> Any:
-    from rich.table import Table
+    from rich.table import Table  # deferred: rich (~10 ms), only for this subcommand
 
-    from lafuse.cost.profile import HardwareProfile
+    from lafuse.cost.profile import HardwareProfile  # deferred: the calibrate subcommand only
 
     default = HardwareProfile()
     t = Table(title=title, caption=f"threads: {prof.threads}   source: {prof.source}\n"
@@ -511,11 +502,9 @@ def _profile_table(prof: Any, title: str) -> Any:
 
 
 def _calibrate(ns: argparse.Namespace) -> int:
-    from pathlib import Path
+    from rich.console import Console  # deferred: rich (~10 ms), only for this subcommand
 
-    from rich.console import Console
-
-    from lafuse.cost import profile
+    from lafuse.cost import profile  # deferred: only when a profile is looked at
 
     path = Path(ns.output) if ns.output else profile.profile_path()
     out = Console(highlight=False)
@@ -524,9 +513,10 @@ def _calibrate(ns: argparse.Namespace) -> int:
         out.print(_profile_table(profile.load(path), "lafuse hardware profile"))
         out.print(f"profile: {path}{state}", markup=False, emoji=False, soft_wrap=True)
         return 0
+    # deferred: rich, only for calibrate's progress
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from lafuse.calibrate import calibrate
+    from lafuse.calibrate import calibrate  # deferred: the calibrate subcommand only
 
     t0 = time.perf_counter()
     try:
@@ -564,13 +554,13 @@ def _load_config(path: str | None) -> cfgmod.Config | None:
 
 def _cache(ns: argparse.Namespace) -> int:
     """``lafuse cache info|clear|warm`` (lafuse.cachefiles, lafuse.warm)."""
-    from lafuse import cachefiles
+    from lafuse import cachefiles  # deferred: the cache subcommand only
 
     cfg = _load_config(ns.config)
     if cfg is None:
         return 1
     if ns.action == "warm":
-        from lafuse.warm import warm
+        from lafuse.warm import warm  # deferred: the cache subcommand only
 
         n, dt = warm()
         print(f"compiled {n} kernels in {dt:.1f} s; their primitives stay in Numba's cache")

@@ -42,9 +42,14 @@ from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.plan import Plan, build
 from lafuse.plan.instructions import LOCAL
+from lafuse.runtime import deepstack
 from lafuse.runtime.bind import Backend, bind
+from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
+from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.values import Frame, ListValue, as_input_value, is_matrix, nnz, nnz_estimate
 from lafuse.stages import PROGRAM_STAGES
+from lafuse.threads import blas_limited
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.runtime.stats import Stats
@@ -70,8 +75,6 @@ class Compiler:
         self._defaults: dict[tuple[str, str], Plan] = {}
         self._in_compile = False
         self.fusion_stats: Any = None  # fusion.FusionStats once a DAG was fused
-        from lafuse.runtime.local.kernels import KERNELS
-
         self.kernels = KERNELS
         # the runtime's backend of each execution type (runtime.bind)
         self.backends: dict[str, Backend] = {LOCAL: LocalBackend(KERNELS, self.cfg.threads, self.cfg.codegen_backend)}
@@ -157,8 +160,8 @@ class Compiler:
         the current dynamic recompilation; ``st`` (the symbol table when the runtime plans a block)
         gives it the non-zeros of the variables read; ``weight``: the block's expected executions."""
         if self.cfg.codegen and not fusion_cannot_pay(dag, weight, self.cfg):
+            # deferred: the optimizer and the fused cost model (~70 ms), only for DAGs fusion can change
             from lafuse import fusion
-            from lafuse.runtime.values import is_matrix, nnz_estimate
 
             if self.fusion_stats is None:
                 self.fusion_stats = fusion.FusionStats()
@@ -234,8 +237,6 @@ class Compiler:
             fp = self.program.functions[key] = FunctionProgram(
                 f.name, f.params, f.outputs, [], f.file, f.span, key.split("::")[0] if "::" in key else "")
         if fp is None:
-            from lafuse.errors import DMLRuntimeError
-
             raise DMLRuntimeError(f"undefined function '{key}'")
         if not fp.compiled:
             t0 = time.perf_counter()
@@ -338,8 +339,6 @@ def _agree(sites: list[dict[str, VarInfo]]) -> dict[str, VarInfo]:
 
 
 def _var_info(v: Any) -> VarInfo:
-    from lafuse.runtime.values import Frame, ListValue, is_matrix, nnz
-
     if is_matrix(v):
         return VarInfo(MATRIX, "double", v.shape[0], v.shape[1], nnz(v))
     if isinstance(v, bool):
@@ -368,11 +367,6 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
     array([[3., 3.],
            [3., 3.]])
     """
-    from lafuse.runtime import deepstack
-    from lafuse.runtime.interp import Interpreter
-    from lafuse.runtime.values import as_input_value
-    from lafuse.threads import blas_limited
-
     bound = {k: as_input_value(v, f"input '{k}'") for k, v in (inputs or {}).items()}
 
     def go() -> dict[str, Any]:
@@ -392,8 +386,6 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
 def run_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,
              cfg: cfgmod.Config | None = None, out: TextIO | None = None) -> tuple[str, dict[str, Any]]:
     """Compile and run a DML script; returns (printed output, final symbol table). For tests and the API."""
-    from lafuse.runtime import deepstack
-    from lafuse.runtime.interp import Interpreter
 
     buf = out or io.StringIO()
 

@@ -11,6 +11,7 @@ that says what did not fit and how to raise the budget.
 
 from __future__ import annotations
 
+import mmap
 import os
 from functools import lru_cache
 from typing import Any
@@ -71,11 +72,10 @@ def fresh_bytes(nbytes: int) -> Any:
     measured here reading a 160 MB .npy into ``np.empty``: 0.49-0.82 s, into a populated mapping
     0.09-0.11 s. Not for buffers a loop allocates again and again: freed pages fault back cheaply
     (an ``np.empty`` + fill of 160 MB in a loop took 25-40 ms, a populated mapping 120-150 ms)."""
+    # deferred: memory is a foundation module that the command line imports before NumPy is needed
     import numpy as np
 
     if nbytes >= POPULATE_MIN_BYTES:
-        import mmap
-
         flags = getattr(mmap, "MAP_POPULATE", 0)
         if flags:
             try:

@@ -195,7 +195,7 @@ def verify_data(path: str, meta: Meta, raw: bytes | bytearray | memoryview) -> N
     """After reading: the bytes of the data file against the CRC-32 its ``.mtd`` recorded."""
     if meta.check is None or not os.path.isfile(path):
         return
-    import zlib
+    import zlib  # deferred: only for a data check
 
     n, crc = meta.check
     got = zlib.crc32(raw)
@@ -242,7 +242,7 @@ def check_text(nbytes: int, crc: int, user: str | None = None) -> str:
 
 
 def author() -> str:
-    import getpass
+    import getpass  # deferred: only when writing metadata
 
     try:
         return getpass.getuser()
@@ -251,6 +251,6 @@ def author() -> str:
 
 
 def created() -> str:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime  # deferred: ~1 ms, only when writing metadata
 
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -21,7 +21,7 @@ class _LazySparse:
     used = False  # a runtime operation asked for SciPy's sparse module (feedback.prestart records it)
 
     def __getattr__(self, name: str) -> Any:
-        import scipy.sparse as mod
+        import scipy.sparse as mod  # deferred: SciPy's sparse module (~150 ms), on first use
 
         _LazySparse.used = True
 

@@ -36,6 +36,7 @@ def blas_limited(threads: int) -> Iterator[None]:
         if threads >= (os.cpu_count() or 1):
             yield
             return
+        # deferred: threadpoolctl, only when a thread count is set
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=threads, user_api="blas"):
@@ -83,6 +84,7 @@ def _blas_setters() -> list[Callable[[int], int]]:
     the library's calling-thread setter where it has one (OpenBLAS >= 0.3.27, MKL), else
     threadpoolctl's."""
     try:
+        # deferred: threadpoolctl, only when a thread count is set
         from threadpoolctl import ThreadpoolController
     except ImportError:
         return []

@@ -35,7 +35,7 @@ ROWS, COLS, RANK = 300, 40, 4
 
 
 def _inputs(sparse: bool) -> dict[str, Any]:
-    import numpy as np
+    import numpy as np  # deferred: `lafuse cache warm` only
     import scipy.sparse as sp
 
     rng = np.random.default_rng(7)
@@ -53,7 +53,7 @@ def _inputs(sparse: bool) -> dict[str, Any]:
 def warm() -> tuple[int, float]:
     """(kernels compiled, seconds): every template and mode compiled once in a throwaway plan cache,
     leaving the primitives in Numba's cache."""
-    from lafuse import codegen
+    from lafuse import codegen  # deferred: Numba
     from lafuse import config as cfgmod
     from lafuse.compiler import run_dml
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from lafuse.codegen import finite, prims
 from lafuse.codegen.cache import ByMode, PlanCache, load_without_registries
+from lafuse.codegen.numba_gen import MODES, generate, specialize
 from lafuse.hops.cplan import CPlan
 
 _CACHE = PlanCache()
@@ -31,8 +32,6 @@ def kernels(plan: CPlan, warm: Callable[[Any], None]) -> ByMode:
     found in memory or made from its generated source; each mode is compiled or loaded from the disk
     cache on first use, and ``warm(kernel)`` then runs it once on empty inputs (the caller's runner
     knows the kernel's arguments: runtime.local.fused)."""
-    from lafuse.codegen.numba_gen import generate  # deferred: it imports Numba
-
     key = plan.canonical_key()[0]
     with _BY_MODE_LOCK:
         got = _BY_MODE.get(key)
@@ -54,8 +53,6 @@ _BY_MODE_LOCK = threading.RLock()
 def is_cached(plan: CPlan, mode: int | None = None) -> bool:
     """True if running ``plan`` would not run a cold compile (memory or disk cache hit): in ``mode``,
     else in the mode of some input formats, those an earlier run used."""
-    from lafuse.codegen.numba_gen import MODES, generate, specialize
-
     key = plan.canonical_key()[0]
     kernels = _BY_MODE.get(key)
     if kernels is not None and (kernels.loaded() if mode is None else mode in kernels.modes()):

@@ -32,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import llvmlite.binding as llvm
+import numba
+from numba.core.runtime import rtsys
+
 from lafuse import cachedir, cachefiles
 from lafuse import config as cfgmod
 from lafuse.cachedir import usable as cache_dir
 from lafuse.codegen import integrity
+from lafuse.codegen.numba_gen import specialize
 
 # part of every file name: kernels whose Numba files were written unsigned (lafuse before the
 # integrity check) keep other names, so they are never taken for tampered ones (eviction ages them out)
@@ -52,9 +57,6 @@ def _prims_digest() -> str:
 
 
 def _machine_tag() -> str:
-    import llvmlite.binding as llvm
-    import numba
-
     tag = f"nb{numba.__version__}_{llvm.get_host_cpu_name()}"
     return "".join(ch if ch.isalnum() else "_" for ch in tag)
 
@@ -161,8 +163,6 @@ def load_without_registries(kernel: Any) -> None:
     guard = getattr(cache, "_guard_against_spurious_io_errors", None)
     if cache is None or load is None or guard is None:
         return
-    from numba.core.runtime import rtsys
-
     def load_overload(sig: Any, target_context: Any) -> Any:
         rtsys.initialize(target_context)
         with guard():
@@ -268,8 +268,6 @@ class ByMode:
     def for_mode(self, mode: int) -> Any:
         fn = self._fns.get(mode)
         if fn is None:
-            from lafuse.codegen.numba_gen import specialize
-
             fn = self._fns[mode] = self._cache.get(f"{self.key}/{mode}", lambda: specialize(self.source, mode),
                                                    self._warm_up, file_key=self.key).kernel
         return fn

@@ -21,6 +21,7 @@ _lock = threading.Lock()
 
 
 def _compute(v: Any) -> bool:
+    # deferred: prims compiles with Numba; runtime.reuse forgets arrays without it
     from lafuse.codegen.prims import all_finite
 
     if hasattr(v, "tocsr"):

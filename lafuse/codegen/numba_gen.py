@@ -9,22 +9,19 @@ branches on it; :func:`specialize` pins one mode, so Numba compiles one branch (
 
 from __future__ import annotations
 
+from lafuse.codegen.gen_cell import generate_cell
+from lafuse.codegen.gen_outer import generate_outer
+from lafuse.codegen.gen_row import generate_row
 from lafuse.hops.cplan import CPlan
 
 
 def generate(plan: CPlan, key: str | None = None) -> str:
     key = key or plan.canonical_key()[0]
     if plan.template in ("cell", "magg"):
-        from lafuse.codegen.gen_cell import generate_cell
-
         return generate_cell(plan, key)
     if plan.template == "outer":
-        from lafuse.codegen.gen_outer import generate_outer
-
         return generate_outer(plan, key)
     if plan.template == "row":
-        from lafuse.codegen.gen_row import generate_row
-
         return generate_row(plan, key)
     raise ValueError(f"unknown template {plan.template!r}")
 

@@ -314,6 +314,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
     if opcode in NO_DATA or opcode == "fcall":
         return Cost(0.0, overhead, exact)
     if kind == "spoof":  # a fused operator: Eq. 4 of paper 000 over its CPlan
+        # deferred: cost.fused imports this module (a cycle inside cost/)
         from lafuse.cost.fused import fused_cost
 
         out_hop = h if h.dt == MATRIX else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,6 @@ def load(path: Path | None = None) -> HardwareProfile:
         try:
             prof = _read(p)
         except (OSError, ValueError, TypeError) as e:
-            import sys
-
             why = getattr(e, "strerror", None) or e
             print(f"lafuse: warning: ignoring the hardware profile {p}: {why}; using the built-in defaults "
                   f"(`lafuse calibrate` replaces it)", file=sys.stderr)

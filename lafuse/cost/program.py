@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -344,8 +345,6 @@ def _reusable_bytes() -> float:
     """Memory this process has touched before but holds no data in now (peak RSS minus current RSS):
     allocations up to that size are served without page faults."""
     try:
-        import resource
-
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0  # KiB on Linux
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * float(os.sysconf("SC_PAGE_SIZE"))

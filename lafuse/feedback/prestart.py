@@ -88,7 +88,7 @@ def record(text: str, counts: dict[str, int]) -> None:
 
 def _import_numba() -> None:
     import numba  # noqa: F401
-    from numba.core.registry import cpu_target
+    from numba.core.registry import cpu_target  # deferred: Numba, imported by the background start itself
     from numba.core.runtime import rtsys
 
     rtsys.initialize(cpu_target.target_context)

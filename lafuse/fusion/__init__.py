@@ -94,9 +94,10 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
             # of every recompilation of a mini-batch loop body
             return replayed(Dag(list(dag.roots)), earlier, st, t0), None
         if earlier is not None and all(max(c) < len(order) for c in earlier.cuts or ()):
-            from lafuse.fusion import optimizer
+            from lafuse.fusion import optimizer  # deferred: it imports this package (a cycle inside fusion/)
 
             return optimizer.replay(dag, earlier, st, t0)
+    # deferred: the optimizer imports this package (a cycle inside fusion/) and the fused cost model
     from lafuse.cost.profile import load
     from lafuse.fusion import optimizer
 

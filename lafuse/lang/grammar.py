@@ -10,9 +10,11 @@ import hashlib
 import io
 import os
 
+import lark
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, v_args
 from lark.tree import Meta
 
+from lafuse import cachedir
 from lafuse.errors import DMLSyntaxError, DMLValidationError, Span
 from lafuse.lang import ast as A
 from lafuse.lang.escapes import unescape
@@ -93,9 +95,6 @@ def _lark() -> Lark:
     a pickle at a predictable name in the world-writable ``/tmp``, which another user could plant for
     every later run to unpickle. Here the file lies in the user's checked directory and is signed
     (:mod:`lafuse.cachedir`), and lark unpickles the very bytes whose tag was verified."""
-    import lark
-
-    from lafuse import cachedir
 
     with open(_GRAMMAR, "rb") as f:
         grammar = f.read()

@@ -33,7 +33,7 @@ MAX_CACHED_TEXT = 1 << 20  # bytes; longer scripts are parsed every time
 def _stamp() -> bytes:
     """What an AST depends on besides the text: the front end's sources, lark's installed files
     (found without importing lark) and the Python that pickles."""
-    import importlib.util
+    import importlib.util  # deferred: ~2 ms, only to find the cached parse module
 
     h = hashlib.sha256(sys.version.encode())
     for name in _STAMP_FILES:
@@ -80,7 +80,7 @@ def parse(text: str, path: str = "<string>") -> A.Script:
         script = _cached(name)
         if script is not None:
             return script
-    from lafuse.lang.grammar import parse_text
+    from lafuse.lang.grammar import parse_text  # deferred: the grammar and lark, only on a parse-cache miss
 
     script = parse_text(text, path)
     if cacheable:

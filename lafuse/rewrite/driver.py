@@ -20,6 +20,7 @@ from typing import Any
 
 from lafuse.hops.hop import Hop, walk
 from lafuse.hops.program import Block, Dag, ForBlock, IfBlock, WhileBlock
+from lafuse.hops.validate import validate_dag
 from lafuse.rewrite.core import Ctx, Rule
 
 MAX_ROUNDS = 16
@@ -33,8 +34,6 @@ def validating() -> bool:
 
 def _check(dag: Dag, rule: str, ctx: Ctx | None = None) -> None:
     if validating():
-        from lafuse.hops.validate import validate_dag
-
         try:
             validate_dag(dag, ctx.known if ctx is not None else None)
             if ctx is not None:
@@ -44,7 +43,7 @@ def _check(dag: Dag, rule: str, ctx: Ctx | None = None) -> None:
 
 
 def enabled_rules(cfg: Any, scopes: tuple[str, ...], dynamic: bool = True) -> list[Rule]:
-    from lafuse.rewrite.rules import RULES
+    from lafuse.rewrite.rules import RULES  # deferred: rules -> mmchain -> driver (a cycle inside rewrite/)
 
     if cfg is not None and not getattr(cfg, "rewrites", True):
         return []

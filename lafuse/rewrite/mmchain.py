@@ -103,6 +103,7 @@ def optimize_mmchain(dag: Dag, ctx: Ctx) -> bool:
 
     A: 10x1000, B: 1000x10, v: 10x1: ``(A %*% B) %*% v`` (200000 flops) -> ``A %*% (B %*% v)`` (20000).
     """
+    # deferred: driver -> rules -> this module (a cycle inside rewrite/)
     from lafuse.rewrite.driver import replace
 
     changed = False

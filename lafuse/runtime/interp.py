@@ -19,12 +19,16 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.feedback import EXECUTED
+from lafuse.formats import CSR, default_format
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import Plan
-from lafuse.runtime import deepstack, recompile, straight
+from lafuse.runtime import deepstack, parfor, recompile, straight
 from lafuse.runtime.bind import bind
 from lafuse.runtime.local.backend import bind_args
-from lafuse.runtime.values import ListValue, cast_scalar, is_matrix
+from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.local.kernels_common import ieee_thread
+from lafuse.runtime.printing import dml_str, java_format, to_string
+from lafuse.runtime.values import Frame, ListValue, cast_scalar, is_matrix, is_sparse, nnz, to_dense
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
     from lafuse.runtime.stats import Stats
@@ -88,8 +92,6 @@ class Interpreter:
         self.stats = stats
         self.cfg = cfgmod.get()
         self._calls = threading.local()  # DML call depth of each thread (parfor workers have their own stack)
-        from lafuse.runtime.local.kernels import KERNELS
-
         self.kernels: dict[str, Callable[..., Any]] = KERNELS
         self._pred_plans: dict[int, Plan] = {}
 
@@ -101,8 +103,6 @@ class Interpreter:
         return st
 
     def _exec_all(self, blocks: list[Block], st: dict[str, Any]) -> None:
-        from lafuse.runtime.local.kernels_common import ieee_thread
-
         with ieee_thread():
             self.exec_blocks(blocks, st)
 
@@ -161,8 +161,6 @@ class Interpreter:
         except DMLError as e:
             raise e.with_span(_dag_span(dag, b)) from None
         except (ValueError, OverflowError):  # NaN / Inf (SystemDS casts them to a long silently)
-            from lafuse.runtime.printing import dml_str
-
             raise DMLRuntimeError(f"{what} must be a finite number, got {dml_str(_to_num(v, what))}",
                                   _dag_span(dag, b)) from None
 
@@ -179,8 +177,6 @@ class Interpreter:
             incr = 1 if stop >= start else -1
         values: Any = range(start, stop + (1 if incr > 0 else -1), incr)
         if b.parallel and self.cfg.parfor_parallel and self.cfg.threads > 1:
-            from lafuse.runtime import parfor
-
             if parfor.run_parallel(self, b, values, st):
                 return
         for v in values:
@@ -285,8 +281,6 @@ class Interpreter:
         if op == "fcall":
             return self.call_function(hop.params["fname"], args, hop.params["argnames"], hop)
         if op == "print":
-            from lafuse.runtime.printing import dml_str, java_format
-
             if len(args) == 0:
                 s = ""
             elif len(args) == 1:
@@ -298,24 +292,22 @@ class Interpreter:
             self.out.write(s + "\n")
             return None
         if op == "stop":
-            from lafuse.runtime.printing import dml_str
-
             raise DMLStop(dml_str(args[0]) if args else "", hop.span)
         if op == "assert":
             if not _to_bool(args[0], "assert condition"):
                 raise DMLRuntimeError("assertion failed", hop.span)
             return None
         if op == "toString":
-            from lafuse.runtime.printing import to_string
-
             return bind_args("toString", hop.params["slots"], to_string)(*args)
         if op == "write":
+            # deferred: IO (~15 ms, pandas later), only for scripts that write
             from lafuse.runtime.io import write_value
 
             kw = dict(zip(hop.params["slots"], args))
             write_value(kw.pop("target"), str(kw.pop("file")), kw)
             return None
         if op == "pread":
+            # deferred: IO (~15 ms, pandas later), only for scripts that read
             from lafuse.runtime.io import read_value
 
             kw = dict(zip(hop.params["slots"], args))
@@ -339,8 +331,6 @@ class Interpreter:
             items[i] = val
             return ListValue(items, lst.names)
         if op == "as.frame":
-            from lafuse.runtime.values import Frame, to_dense
-
             v = args[0]
             if isinstance(v, Frame):
                 return v
@@ -473,11 +463,14 @@ def _check_metadata(hop: Any, v: Any) -> None:
         raise AssertionError(f"HOP {hop!r} predicted {hop.rows}x{hop.cols}, runtime value is {r}x{c} "
                              f"(line {hop.span.line})")
     if hop.nnz >= 0:
-        from lafuse.runtime.values import nnz
-
         z = nnz(v)
         if z != hop.nnz:
             raise AssertionError(f"HOP {hop!r} predicted nnz={hop.nnz}, runtime nnz={z} (line {hop.span.line})")
+        # the format the plan predicted (plan.build: the default rule, or a convert's) is the one produced
+        fmt = hop.params.get("format") or default_format(r, c, hop.nnz)
+        if (fmt == CSR) != is_sparse(v):
+            raise AssertionError(f"HOP {hop!r} predicted format {fmt}, runtime value is "
+                                 f"{'CSR' if is_sparse(v) else 'dense'} (line {hop.span.line})")
 
 
 def _coerce(v: Any, p: Any, fname: str) -> Any:

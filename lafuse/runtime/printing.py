@@ -226,7 +226,7 @@ def _flags(r: _Digits, ax: float) -> tuple[bool, bool]:
     """(rounded_up, exact) of dtoa; for repr digits, compare them with the exact binary value."""
     if r.exact is not None:
         return r.rounded_up, r.exact
-    from decimal import Decimal
+    from decimal import Decimal  # deferred: only for this formatting path
 
     exact_val = Decimal(ax)
     shown = Decimal("0." + "".join(map(str, r.digits))).scaleb(r.dec_exp)

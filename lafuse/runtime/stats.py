@@ -5,6 +5,7 @@ Printed by ``--stats`` in the shape of SystemDS's statistics output.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,8 +135,6 @@ class Stats:
                   if f.observed else "")
                + (f"; {f.start_shared} kernels kept because they share Numba's start with the script's others"
                   if f.start_shared else "")]
-        import sys
-
         if "default" in sys.modules["lafuse.fusion"].DECIDED_ON:
             out.append("Codegen decisions used the built-in default hardware profile (slower rates than most "
                        "machines'): `lafuse calibrate` measures this one; `lafuse run` does it in its background "
@@ -155,7 +154,5 @@ class Stats:
 
 
 def _prestart_note() -> str:
-    import sys
-
     why = getattr(sys.modules.get("lafuse.feedback.prestart"), "reason", lambda: "")()
     return f" (begun in the background before it was needed: {why})" if why else ""

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from lafuse import cachedir
 from lafuse.plan.instructions import Instruction, Plan
 from lafuse.runtime import reuse
 
@@ -115,7 +116,7 @@ def compiled(src: str, filename: str) -> types.CodeType:
     depends on the text alone (every value is a closure variable), so it is kept as marshal data,
     signed like every file of the plan cache (lafuse.cachedir; a file whose tag does not verify is
     compiled again), keyed by the text, the file name and the Python that marshals it."""
-    import hashlib
+    import hashlib  # deferred: ~4 ms of stdlib, only when caching generated code
     import importlib.util
     import marshal
 
@@ -128,7 +129,6 @@ def compiled(src: str, filename: str) -> types.CodeType:
         return code
     cacheable = src.count("\n") >= MIN_CACHED_LINES and os.environ.get("LAFUSE_CODE_CACHE", "1") != "0"
     name = f"code_{key}.marshal"
-    from lafuse import cachedir
 
     if cacheable:
         payload = cachedir.load_file(name)

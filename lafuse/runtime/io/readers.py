@@ -486,7 +486,7 @@ def _npy_header(path: str, f: Any) -> tuple[tuple[int, ...], bool, np.dtype, int
 
 def _read_npz(path: str, meta: Meta, size: int) -> Any:
     """SciPy's sparse .npz (lafuse's binary of a sparse matrix)."""
-    import io as _io
+    import io as _io  # deferred: zipfile and zlib, only for compressed .npz files
     import zipfile
     import zlib
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from typing import Any
@@ -130,12 +131,10 @@ def safe_numeric_text(text: str, sep: str) -> bool:
 
 def pandas_table(body: bytes, sep: str, dtype: Any) -> Any:
     """``body`` parsed by pandas' C parser (no header, no NA strings), or None if it rejects it."""
-    import io as _io
-
-    import pandas as pd
+    import pandas as pd  # deferred: pandas (~120 ms), only for CSV/text files
 
     try:
-        return pd.read_csv(_io.BytesIO(body), sep=sep, header=None, dtype=dtype, na_filter=False, engine="c")
+        return pd.read_csv(io.BytesIO(body), sep=sep, header=None, dtype=dtype, na_filter=False, engine="c")
     except (ValueError, TypeError, OverflowError, MemoryError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return None
 

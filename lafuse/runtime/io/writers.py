@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,9 +132,7 @@ def _ijv_lines(ii: np.ndarray, jj: np.ndarray, vv: np.ndarray) -> str:
 
 def _write_npy(w: HashingWriter, m: Any) -> None:
     if is_sparse(m):
-        import io as _io
-
-        buf = _io.BytesIO()  # numpy's zip writer wants a real file or a buffer
+        buf = io.BytesIO()  # numpy's zip writer wants a real file or a buffer
         sp.save_npz(buf, sp.csr_matrix(m), compressed=False)
         w.write(buf.getbuffer())
     else:

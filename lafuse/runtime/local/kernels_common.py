@@ -17,6 +17,7 @@ import numpy as np
 
 from lafuse.errors import DMLRuntimeError
 from lafuse.formats import may_be_sparse, sparse_format
+from lafuse.runtime.printing import java_double_str
 from lafuse.runtime.values import Frame, ListValue
 from lafuse.sparse import sp
 
@@ -178,10 +179,6 @@ def to_dml_string(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        try:
-            from lafuse.runtime.printing import java_double_str
-        except ImportError:  # pragma: no cover - printing is written concurrently
-            return repr(v)
         return java_double_str(v)
     raise DMLRuntimeError(f"cannot convert a {type_name(v)} to a string")
 

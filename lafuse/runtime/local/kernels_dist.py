@@ -16,7 +16,7 @@ from lafuse.errors import DMLRuntimeError
 
 
 def _dist(name: str, mean: Any, sd: Any, df: Any, df1: Any, df2: Any, rate: Any) -> Any:
-    from scipy import stats
+    from scipy import stats  # deferred: scipy.stats (~390 ms), only for distribution functions
 
     def need(v: Any, what: str) -> float:
         if v is None:

@@ -41,6 +41,7 @@ from lafuse.hops.cplan import (
     postorder,
 )
 from lafuse.runtime.local.kernels import KERNELS
+from lafuse.sparse import sp
 
 
 def _dense(v: Any) -> Any:
@@ -138,7 +139,7 @@ def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[
     ``gen_cell.flag_rules``: a structural zero annihilates ``*``/``&`` with another full-size
     operand whatever it holds; a result is CSR where the unfused kernel keeps a CSR operand's
     pattern, and its zeros are then structural (+0.0)."""
-    from lafuse.codegen.gen_cell import F00, KEEP_UNARY
+    from lafuse.codegen.gen_cell import F00, KEEP_UNARY  # deferred: importing codegen loads Numba
 
     val: dict[int, Any] = {}
     flag: dict[int, Any] = {}
@@ -214,8 +215,6 @@ def _cell(plan: CPlan, inputs: list[Any]) -> Any:
 def _keep(v: Any) -> Any:
     """A CSR value stays CSR (its format fixes the unfused operators' semantics), others densify."""
     if hasattr(v, "tocsr"):
-        from lafuse.sparse import sp
-
         return sp.csr_array(v.tocsr(), dtype=np.float64)
     return _dense(v)
 
@@ -224,7 +223,7 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
     """Row plans over a CSR main (or CSR CELL inputs) keep those CSR through the unfused kernels,
     so element-wise ops get the unfused sparse semantics and products (``X %*% v``,
     ``t(X) %*% w``, ``t(X) %*% W``) SciPy's: NaN/Inf in the dense factor meet stored entries only."""
-    from lafuse.codegen.gen_row import analyze
+    from lafuse.codegen.gen_row import analyze  # deferred: importing codegen loads Numba
 
     raw = inputs[main_position(plan)]
     n, m = raw.shape
@@ -344,8 +343,6 @@ def _outer(plan: CPlan, inputs: list[Any]) -> Any:
     if plan.agg == FULL_AGG:
         return float(KERNELS["sum"](W))
     if plan.agg in (LEFT_MM, RIGHT_MM):
-        from lafuse.sparse import sp
-
         mm = _dense(inputs[plan.mm])
         Ws = sp.csr_array(W)
         Ws.eliminate_zeros()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 
 from lafuse import threads as pools
@@ -161,8 +162,6 @@ _LOCAL = threading.local()
 
 def set_threads(n: int | None) -> None:
     """Thread count of the kernel calls made by the calling thread (None: Numba's configured count)."""
-    import numba
-
     cap = int(getattr(numba.config, "NUMBA_NUM_THREADS", 1))
     _LOCAL.threads = cap if n is None else max(1, min(int(n), cap))
 

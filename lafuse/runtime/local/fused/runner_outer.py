@@ -32,14 +32,13 @@ from lafuse.runtime.local.fused.runner import (
     scalar,
     vector,
 )
+from lafuse.sparse import sp
 
 
 def _transposed(x: Mat) -> Mat:
     """The CSR of t(x) (LEFT_MM iterates t(X)); dense inputs are read transposed in place."""
     if not x.sparse:
         return x
-    from lafuse.sparse import sp
-
     n, m = x.shape
     t = sp.csr_array((x.d, x.i, x.p), shape=(n, m)).T.tocsr()
     t.sort_indices()
