@@ -28,6 +28,7 @@ from lafuse.cost.profile import HardwareProfile
 from lafuse.formats import CSR, DENSE, NARROW_COLS, NARROW_MIN_ROWS, format_bytes, sparse_format
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.sizes import slot_arg
+from lafuse.lang.builtins import FULL_AGGS, LAPACK, ZERO_PRESERVING_UNARY
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,7 @@ ZERO = Cost()
 TRANSCENDENTAL = {"exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "sigmoid"}
 TRIG = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh"}
 DIVIDE = {"/", "%%", "%/%"}
-FULL_AGG = {"sum", "mean", "prod", "var", "sd", "min", "max", "trace", "median", "length", "nrow", "ncol"}
-FACTORIZATIONS = {"solve", "inv", "cholesky", "det", "eigen", "svd", "qr", "lu"}
+FULL_AGG = FULL_AGGS | {"min", "max", "length", "nrow", "ncol"}
 NO_DATA = {"tread", "twrite", "get", "time", "stop", "assert", "list", "lrix", "llix", "exists", "nrow", "ncol",
            "length"}
 
@@ -134,8 +134,7 @@ def _estimate(h: Hop, cells: float, hints: dict[str, float] | None, depth: int, 
     return got[0]
 
 
-SPARSE_SAFE_UNARY = {"abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh",
-                     "tanh", "u-", "t", "rev"}
+SPARSE_SAFE_UNARY = ZERO_PRESERVING_UNARY | {"t", "rev"}
 
 
 def estimate_nnz(h: Hop, cells: float, hints: dict[str, float] | None = None, depth: int = 0) -> float:
@@ -367,7 +366,7 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         op_time = 4.0 * x.cells * k / gemm_rate(prof, k, read + write, n)
         if k <= K.SKINNY_MM_COLS:
             op_time = max(op_time, n * (K.SKINNY_MM_ROW_TIME + K.SKINNY_TMM_ROW_TIME) * kernel_slowdown(prof))
-    elif opcode in FACTORIZATIONS and mats:
+    elif opcode in LAPACK and mats:
         n = mats[0].rows
         rhs = mats[1].cols if len(mats) > 1 else n
         flops = {"solve": 2.0 / 3.0 * n ** 3 + 2.0 * n * n * rhs, "cholesky": n ** 3 / 3.0,

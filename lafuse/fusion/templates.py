@@ -29,7 +29,7 @@ CELL_BINARY = set(C.BINARY) - {"min", "max"}  # min/max arrive as nary HOPs
 CELL_AGGS = {"sum": (C.FULL_AGG, "sum"), "min": (C.FULL_AGG, "min"), "max": (C.FULL_AGG, "max"),
              "rowSums": (C.ROW_AGG, "sum"), "rowMins": (C.ROW_AGG, "min"), "rowMaxs": (C.ROW_AGG, "max"),
              "colSums": (C.COL_AGG, "sum"), "colMins": (C.COL_AGG, "min"), "colMaxs": (C.COL_AGG, "max")}
-ROW_AGGS = ("rowSums", "rowMins", "rowMaxs")
+ROW_AGGS = C.ROW_UNARY  # the row aggregates the row template computes
 ROW_MAX_SIDE_CELLS = 4_000_000  # cells of a side matrix B that X %*% B reads whole per row (32 MB)
 ROW_MAX_SIDE_COLS = 1024  # columns of B: the per-row result vector lives in a thread-local buffer
 OUTER_MAX_RANK = 1024  # inner dimension of U %*% t(V) for a sparsity-exploiting outer product

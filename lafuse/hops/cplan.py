@@ -38,6 +38,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from lafuse.lang.builtins import ZERO_PRESERVING_UNARY
+
 # how an input is read inside a cell-wise kernel at cell (i, j)
 MAIN = "main"  # the main input: X[i, j] (its shape is the operator's iteration space)
 CELL = "cell"  # a side input of the same shape: Y[i, j]
@@ -177,7 +179,7 @@ def cell_read_inputs(plan: CPlan) -> set[int]:
 
 
 # unary operators with f(0) == 0
-ZERO_UNARY = {"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin", "atan", "sinh", "tanh"}
+ZERO_UNARY = ZERO_PRESERVING_UNARY
 
 
 def _full(n: CNode) -> bool:

@@ -14,18 +14,7 @@ from typing import Any
 
 from lafuse.formats import default_format, format_bytes
 from lafuse.hops.hop import MATRIX, SCALAR, Hop
-
-# element-wise unary ops that map 0 to 0 (their output keeps the input's sparsity)
-SPARSE_SAFE_UNARY = {
-    "abs", "sqrt", "round", "ceil", "floor", "sin", "tan", "asin", "atan", "sinh", "tanh", "sign", "u-",
-}
-ROUNDING = {"round", "ceil", "floor"}  # sparse-safe, but they can also turn non-zeros into zeros
-# full aggregates: matrix -> scalar
-FULL_AGG = {"sum", "mean", "prod", "var", "sd", "trace", "median", "min", "max"}
-ROW_AGG = {"rowSums", "rowMeans", "rowMaxs", "rowMins", "rowProds", "rowVars", "rowSds", "rowIndexMax",
-           "rowIndexMin"}
-COL_AGG = {"colSums", "colMeans", "colMaxs", "colMins", "colProds", "colVars", "colSds"}
-CUM_AGG = {"cumsum", "cumprod", "cummin", "cummax"}
+from lafuse.lang.builtins import COL_AGGS, CUM_AGGS, ROUNDING, ROW_AGGS, ZERO_PRESERVING_UNARY
 
 
 def scalar_value(h: Hop | None, known: dict[str, Any] | None = None) -> Any:
@@ -246,7 +235,7 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             r, c = a.rows, a.cols
         else:
             r, c = a.rows, a.cols
-            if op in SPARSE_SAFE_UNARY and op not in ROUNDING:
+            if op in ZERO_PRESERVING_UNARY and op not in ROUNDING:
                 z = a.nnz
             elif op in ROUNDING and a.nnz == 0:  # 0 stays 0, but round(0.25) = 0 drops a non-zero
                 z = 0
@@ -276,11 +265,11 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
                 r, c = broadcast_dim(r, m.rows), broadcast_dim(c, m.cols)
     elif kind == "agg_unary":
         a = ins[0]
-        if op in ROW_AGG:
+        if op in ROW_AGGS:
             r, c = a.rows, 1
-        elif op in COL_AGG:
+        elif op in COL_AGGS:
             r, c = 1, a.cols
-        elif op in CUM_AGG:
+        elif op in CUM_AGGS:
             r, c = a.rows, a.cols
         elif op in ("min", "max"):  # element-wise n-ary form
             ms = [i for i in ins if i.dt == MATRIX]

@@ -28,9 +28,9 @@ from lafuse.hops import sizes
 from lafuse.hops.hop import FRAME, LIST, MATRIX, SCALAR, Hop
 from lafuse.hops.program import Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock, iter_blocks
 from lafuse.hops.sizes import broadcast_dim
+from lafuse.lang.builtins import FULL_AGGS
 
 _STATEMENT_ONLY = {"print", "write", "stop", "assert"}
-_FULL_AGG = {"sum", "mean", "prod", "var", "sd", "trace", "median"}
 _ELEMENTWISE_MM = {"+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!=", "&", "|",
                    "min", "max", "xor", "bitwAnd"}
 # kinds whose dims sizes.infer derives from inputs alone (no hidden state such as TRead dims)
@@ -173,7 +173,7 @@ def _check_types_and_dims(h: Hop, known: dict[str, Any] | None) -> None:
             m = a if a.dt == MATRIX else b
             if h.dims_known and m.dims_known and (h.rows, h.cols) != (m.rows, m.cols):
                 _fail(f"matrix-scalar '{op}' result {h.rows}x{h.cols} from a {m.rows}x{m.cols} matrix", h)
-    elif kind == "agg_unary" and op in _FULL_AGG and len(ins) == 1:
+    elif kind == "agg_unary" and op in FULL_AGGS and len(ins) == 1:
         if h.dt != SCALAR:
             _fail(f"full aggregate '{op}' with data type {h.dt}", h)
         if ins[0].dt == SCALAR:

@@ -64,6 +64,19 @@ _ROWCOL_AGG = [
     "rowProds", "colProds", "rowVars", "colVars", "rowSds", "colSds", "rowIndexMax", "rowIndexMin",
 ]
 _CUMAGG = ["cumsum", "cumprod", "cummin", "cummax"]
+_LAPACK = ["solve", "inv", "cholesky", "det", "eigen", "svd", "qr", "lu"]
+
+# Operator families, named once: size inference (hops.sizes), validation (hops.validate), the cost
+# model (cost.operators), the fused-operator templates and the physical plan read these sets
+FULL_AGGS = frozenset(_FULL_AGG)  # matrix -> scalar (min and max also as element-wise n-ary forms)
+ROW_AGGS = frozenset(n for n in _ROWCOL_AGG if n.startswith("row"))  # n x m -> n x 1
+COL_AGGS = frozenset(n for n in _ROWCOL_AGG if n.startswith("col"))  # n x m -> 1 x m
+CUM_AGGS = frozenset(_CUMAGG)  # n x m -> n x m
+# unary operators with f(0) == 0: the zeros of a sparse input stay zero
+ZERO_PRESERVING_UNARY = frozenset({"u-", "abs", "sqrt", "round", "floor", "ceil", "sign", "sin", "tan", "asin",
+                                   "atan", "sinh", "tanh"})
+ROUNDING = frozenset({"round", "ceil", "floor"})  # zero-preserving, but they can turn non-zeros into zeros too
+LAPACK = frozenset(_LAPACK)  # factorizations and solvers: dense operands (BuiltinSpec.dense), O(n^3)
 
 SPECS: dict[str, BuiltinSpec] = {}
 
