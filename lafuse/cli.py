@@ -129,9 +129,15 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--threads", type=_positive, metavar="N",
                        help="threads for kernels, parfor and BLAS (default: one per core)")
         r.add_argument("--exec", choices=cfgmod.CHOICES["exec_type"], dest="exec_type",
-                       help="where operators run: auto decides per operator by its memory estimate, local "
-                            "keeps all in this process (default: auto; no distributed backend exists yet, so "
-                            "both run locally)")
+                       help="where operators run: auto sends an operator whose memory estimate exceeds the "
+                            "budget to Dask, dask every matrix operator Dask implements, local none "
+                            "(default: auto)")
+        r.add_argument("--scheduler", metavar="ADDR",
+                       help="an existing Dask scheduler (tcp://host:port or a scheduler file); default: a "
+                            "local cluster started when a distributed operator first runs")
+        r.add_argument("--workers", type=_positive, metavar="N", help="worker processes of the local cluster "
+                                                                       "(default: 2)")
+        r.add_argument("--worker-memory", metavar="SIZE", help="memory limit of each local worker, e.g. 2GiB")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "run":
             r.add_argument("--no-background", action="store_true",
@@ -231,6 +237,9 @@ def _main(argv: list[str] | None = None) -> int:
         fusion=ns.fusion or cfg.fusion,
         threads=ns.threads or cfg.threads,
         exec_type=ns.exec_type or cfg.exec_type,
+        scheduler=ns.scheduler or cfg.scheduler,
+        workers=ns.workers or cfg.workers,
+        worker_memory=ns.worker_memory or cfg.worker_memory,
         background=cfg.background and not getattr(ns, "no_background", False),
     )
     if ns.cmd == "explain":

@@ -41,9 +41,10 @@ from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.plan import Plan, build
-from lafuse.plan.instructions import LOCAL
+from lafuse.plan.instructions import DASK, LOCAL
 from lafuse.runtime import deepstack
 from lafuse.runtime.bind import Backend, bind
+from lafuse.runtime.dask.backend import DaskBackend
 from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
 from lafuse.runtime.local.kernels import KERNELS
@@ -77,7 +78,8 @@ class Compiler:
         self.fusion_stats: Any = None  # fusion.FusionStats once a DAG was fused
         self.kernels = KERNELS
         # the runtime's backend of each execution type (runtime.bind)
-        self.backends: dict[str, Backend] = {LOCAL: LocalBackend(KERNELS, self.cfg.threads, self.cfg.codegen_backend)}
+        self.backends: dict[str, Backend] = {LOCAL: LocalBackend(KERNELS, self.cfg.threads, self.cfg.codegen_backend),
+                                             DASK: DaskBackend(self.cfg)}
         self.evaluate = functools.partial(evaluate_literals, kernels=KERNELS)  # for constant folding
 
     # ------------------------------------------------------------ main program

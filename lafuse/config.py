@@ -20,7 +20,9 @@ class Config:
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
-    exec_type: str = "auto"  # auto | local: where operators run (plan.exectype; auto is local until a distributed backend exists)
+    # auto | local | dask: where operators run (plan.exectype): auto sends an operator whose memory need
+    # exceeds the budget to Dask, dask every matrix operator with a distributed implementation
+    exec_type: str = "auto"
     threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     parfor_parallel: bool = True
     # executions of a block's plan by the interpreter's loop before it runs as generated straight-line
@@ -58,7 +60,13 @@ class Config:
     # bound of the on-disk plan cache (kernels and Numba's files of them); beyond it the least recently
     # used kernels are evicted (lafuse.cachefiles); 0: no bound
     cache_max_bytes: int = 256 << 20
+    # Dask (runtime.dask): an existing scheduler's address (tcp://host:port) or scheduler file; none: a
+    # LocalCluster of ``workers`` processes with one thread and ``worker_memory`` each, started when a
+    # distributed operator first runs; ``block_size``: rows and columns of a distributed matrix's blocks
     scheduler: str | None = None
+    workers: int = 2
+    worker_memory: str | None = None  # e.g. "2GiB"; none: the machine's memory shared by the workers
+    block_size: int = 1000
     # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own
@@ -100,13 +108,13 @@ class Config:
 # fields with a fixed set of values, and numeric fields with their lower bound (inclusive unless
 # the bound is exclusive, as for the memory budget: a fraction of memory must be positive)
 CHOICES: dict[str, tuple[Any, ...]] = {
-    "exec_type": ("auto", "local"),  # dask: once the distributed runtime exists
+    "exec_type": ("auto", "local", "dask"),
     "fusion": ("cost", "fuse-all", "fuse-no-redundancy"),
     "codegen_backend": ("numba", "reference"),
     "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),
-                                        "cache_max_bytes": (0, True)}
+                                        "cache_max_bytes": (0, True), "workers": (1, True), "block_size": (1, True)}
 
 
 def check_value(key: str, value: Any, where: str = "config") -> Any:

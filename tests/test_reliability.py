@@ -103,7 +103,7 @@ def test_thread_budget_caps_blas():
     ({"memory_budget": 0}, "'memory_budget' must be greater than 0, not 0"),
     ({"memory_budget": -1.5}, "'memory_budget' must be greater than 0, not -1.5"),
     ({"disabled_rules": "cse"}, "'disabled_rules' must be a list of strings, not \"cse\""),
-    ({"exec_type": "dask"}, "'exec_type' must be one of \"auto\", \"local\", not \"dask\""),
+    ({"exec_type": "spark"}, "'exec_type' must be one of \"auto\", \"local\", \"dask\", not \"spark\""),
     ({"stats_top": -2}, "'stats_top' must be at least 0, not -2"),
     ({"no_such_knob": 1}, "unknown config keys ['no_such_knob']"),
     ([1, 2], "a config file holds a JSON object"),

@@ -13,7 +13,7 @@ from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
 from lafuse.plan import exectype
-from lafuse.plan.instructions import Instruction, Plan
+from lafuse.plan.instructions import LOCAL, Instruction, Plan
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
 # from the allocator's cache and the run-time checks of an in-place result (runtime.reuse) would
@@ -78,7 +78,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
-        ins.exec_type = exectype.choose(ins.need, budget, exec_mode)
+        ins.exec_type = exectype.choose(ins.need, budget, exec_mode, _distributed(ins), _cells(h))
         fmt_of[r] = ins.out_fmt
         for k in dense_operands(ins):
             a = ins.args[k]
@@ -91,6 +91,8 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
                 instrs.append(_convert(src, a, converted[a], DENSE, ins.exec_type, bounds, budget))
             ins.args[k] = converted[a]
         instrs.append(ins)
+    if exec_mode != "local":
+        instrs, writes, nregs = _moves(instrs, writes, nregs, {reg[h.id]: h for h in order})
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for pos, ins in enumerate(instrs):
@@ -104,7 +106,76 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         for ins in instrs:
             ins.reuse = _reuse_operand(ins)
     result = reg[dag.roots[0].id] if dag.roots else -1
+    root = next((i for i in instrs if i.out == result), None) if result >= 0 else None
+    if root is not None and root.exec_type != LOCAL and root.hop.dt == MATRIX:
+        instrs.append(_move("collect", root.hop, result, nregs, root.exec_type))
+        result, nregs = nregs, nregs + 1
     return Plan(instrs, nregs, constants, writes, result)
+
+
+def _distributed(ins: Instruction) -> bool:
+    """Whether the Dask backend has an operator for ``ins`` as the plan shaped it (plan.exectype):
+    element-wise over matrices of one known shape or a matrix and a scalar, a sum aggregate, a
+    transpose or a product of matrices of known dims; not a fused operator, an mmchain or a product
+    that reads a transpose in place."""
+    h = ins.hop
+    if (h.op not in exectype.DISTRIBUTED or h.kind == "spoof" or ins.chain is not None or ins.reads is not None
+            or ins.opcode != h.op):
+        return False
+    mats = [i for i in h.inputs if i.dt == MATRIX]
+    if not mats or any(i.rows < 0 or i.cols < 0 for i in mats) or any(i.dt not in (MATRIX, "scalar") for i in h.inputs):
+        return False
+    if h.op in exectype.ELEMENTWISE_BINARY:
+        return len(h.inputs) == 2 and len({(i.rows, i.cols) for i in mats}) == 1
+    return len(h.inputs) == (2 if h.op == "%*%" else 1) and len(mats) == len(h.inputs)
+
+
+def _cells(h: Hop) -> float:
+    return max((float(i.rows) * float(i.cols) for i in [h, *h.inputs] if i.dt == MATRIX and i.rows >= 0
+                and i.cols >= 0), default=-1.0)
+
+
+def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int,
+           hop_of: dict[int, Hop]) -> tuple[list[Instruction], list[tuple[str, int]], int]:
+    """``scatter`` and ``collect`` instructions where a value crosses execution types: a local matrix
+    a distributed operator reads is scattered once, a distributed matrix a local instruction (or the
+    block's variable writes: values in the symbol table are local) reads is collected once."""
+    where: dict[int, str] = {}
+    moved: dict[tuple[int, str], int] = {}
+    out: list[Instruction] = []
+
+    def at(a: int, et: str) -> int:
+        if where.get(a, LOCAL) == et or hop_of.get(a) is None or hop_of[a].dt != MATRIX:
+            return a
+        nonlocal nregs
+        key = (a, et)
+        if key not in moved:
+            moved[key] = nregs
+            # both run on the distributed side's backend: it scatters, and it gathers
+            out.append(_move("scatter" if et != LOCAL else "collect", hop_of[a], a, nregs,
+                             et if et != LOCAL else where[a]))
+            where[nregs] = et
+            nregs += 1
+        return moved[key]
+
+    for ins in instrs:
+        ins.args = [at(a, ins.exec_type) for a in ins.args]
+        out.append(ins)
+        if ins.hop.dt == MATRIX:
+            where[ins.out] = ins.exec_type
+            hop_of[ins.out] = ins.hop
+    writes = [(name, at(r, LOCAL)) for name, r in writes]
+    return out, writes, nregs
+
+
+def _move(op: str, src: Hop, arg: int, out: int, exec_type: str) -> Instruction:
+    """An instruction that moves register ``arg`` (the value of ``src``): ``scatter`` to the cluster of
+    ``exec_type``, ``collect`` from it into this process; both are that backend's work."""
+    m = Hop(op, "data", [src], MATRIX, DOUBLE, src.span)
+    m.rows, m.cols, m.nnz = src.rows, src.cols, src.nnz
+    ins = Instruction(op, m, [arg], out, exec_type=exec_type)
+    ins.need = sizes.output_bytes(src.rows, src.cols, src.nnz)
+    return ins
 
 
 def dense_operands(ins: Instruction) -> list[int]:
@@ -150,7 +221,7 @@ def _reuse_operand(ins: Instruction) -> int:
     the result's shape (or of unknown dims: the run-time check in runtime.reuse decides), not a
     variable's value; one register read twice (``D * D``) counts at the first position."""
     h = ins.hop
-    if (h.op not in REUSES_OPERAND or ins.reads is not None or ins.over_budget or h.dt != "matrix"
+    if (h.op not in REUSES_OPERAND or ins.reads is not None or ins.over_budget or h.dt != "matrix" or ins.exec_type != LOCAL
             or len(ins.args) != len(h.inputs) or len(ins.args) not in (1, 2)):
         return -1
     if h.rows >= 0 and h.cols >= 0 and h.rows * h.cols < REUSE_MIN_CELLS:

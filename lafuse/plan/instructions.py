@@ -8,9 +8,10 @@ from typing import Any
 
 from lafuse.hops.hop import Hop
 
-LOCAL = "local"  # the execution type of every instruction until a distributed backend exists
-EXEC_TYPES = (LOCAL,)
-_EXEC_LABEL = {LOCAL: "CP"}  # as SystemDS prints it (CP: its control program, a single process)
+LOCAL = "local"  # this process
+DASK = "dask"  # the Dask cluster (runtime.dask): a distributed matrix of blocks held by the workers
+EXEC_TYPES = (LOCAL, DASK)
+_EXEC_LABEL = {LOCAL: "CP", DASK: "DASK"}  # as SystemDS prints it (CP: its control program, SPARK)
 
 
 @dataclass

@@ -120,10 +120,11 @@ def test_the_plan_decides_and_binding_follows():
 
 
 def test_every_operator_gets_an_execution_type(tmp_path):
-    """--exec auto|local (Config.exec_type) reaches the plan: each instruction carries its execution
-    type, local for both until a distributed backend exists; an unknown mode is refused."""
+    """--exec auto|local|dask (Config.exec_type) reaches the plan: each instruction carries its
+    execution type; this loop fits the budget, so auto and local keep it local, and dask sends the
+    operators it implements there; an unknown mode is refused."""
     from lafuse.plan import exectype
-    from lafuse.plan.instructions import LOCAL
+    from lafuse.plan.instructions import DASK, LOCAL
     from tests.test_cli import lafuse
 
     for mode in exectype.MODES:
@@ -131,7 +132,8 @@ def test_every_operator_gets_an_execution_type(tmp_path):
         with cfgmod.using(cfg):
             prog = Compiler(cfg).compile_text(LOOP, "<test>")
             plans = [build(b.dag, exec_mode=mode) for b in _generic(prog)]
-        assert {i.exec_type for p in plans for i in p.instructions} == {LOCAL}
+        got = {i.exec_type for p in plans for i in p.instructions}
+        assert got == ({LOCAL, DASK} if mode == "dask" else {LOCAL}), mode
     with pytest.raises(ValueError, match="unknown execution type"):
         exectype.choose(1e9, 1e6, "spark")
     p = tmp_path / "a.dml"

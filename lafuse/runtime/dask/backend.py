@@ -1,0 +1,124 @@
+"""The Dask backend (runtime.bind.Backend): binds the plan's ``dask`` instructions to distributed
+operators over :class:`~lafuse.runtime.dask.blocks.Blocked` matrices, scatters local matrices and
+collects distributed ones. Each call submits its block tasks at once (``pure=False``: a key per
+execution, so a loop never gets a stale result) and returns futures; only a scalar result (a full
+sum) is gathered, because control flow may steer on it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from lafuse.config import Config
+from lafuse.plan import exectype
+from lafuse.plan.instructions import DASK, Instruction
+from lafuse.runtime.dask import cluster
+
+
+class DaskBackend:
+    name = DASK
+    OPS = exectype.DISTRIBUTED  # what plan.exectype may send here
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+
+    @functools.cached_property
+    def blocks(self) -> Any:
+        from lafuse.runtime.dask import blocks  # deferred: dask's sizeof, SciPy; only once a Dask op runs
+
+        return blocks
+
+    def client(self) -> Any:
+        return cluster.client(self.cfg)
+
+    # ------------------------------------------------------------------ protocol
+    def bind(self, ins: Instruction) -> Callable[..., Any] | None:
+        op = ins.opcode
+        if op == "scatter":
+            return self.scatter
+        if op == "collect":
+            return self.collect
+        if op not in self.OPS:
+            raise NotImplementedError(f"no distributed operator for '{op}'")
+        if op in exectype.ELEMENTWISE_BINARY:
+            return functools.partial(self._ew2, op)
+        if op in exectype.ELEMENTWISE_UNARY:
+            return functools.partial(self._ew1, op)
+        if op == "sum":
+            return self._sum
+        if op in ("rowSums", "colSums"):
+            return functools.partial(self._rowcol, op)
+        if op == "t":
+            return self._t
+        return self._mm
+
+    def convert(self, value: Any, fmt: str) -> Any:
+        return value  # each block keeps the format its kernel chose (the local rule, per block)
+
+    def scatter(self, m: Any) -> Any:
+        """A local matrix as a distributed one, its blocks sent to the workers."""
+        b = self.blocks
+        parts = b.split(m, self.cfg.block_size)
+        keys = list(parts)
+        futures = self.client().scatter([parts[k] for k in keys])
+        return b.Blocked(m.shape[0], m.shape[1], self.cfg.block_size, dict(zip(keys, futures)))
+
+    def collect(self, x: Any) -> Any:
+        """A distributed matrix gathered into this process (a local value as it is)."""
+        if not isinstance(x, self.blocks.Blocked):
+            return x
+        keys = x.grid()
+        got = self.client().gather([x.blocks[k] for k in keys])
+        return self.blocks.assemble(dict(zip(keys, got)), x.nrb, x.ncb)
+
+    # ------------------------------------------------------------------ operators
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.client().submit(fn, *args, pure=False)
+
+    def _like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
+              cols: int | None = None) -> Any:
+        return self.blocks.Blocked(x.rows if rows is None else rows, x.cols if cols is None else cols, x.bs, blocks)
+
+    def _ew2(self, op: str, a: Any, b: Any) -> Any:
+        B = self.blocks
+        m = a if isinstance(a, B.Blocked) else b
+        out = {}
+        for k in m.grid():
+            out[k] = self._submit(B.ew2, op, a.blocks[k] if isinstance(a, B.Blocked) else a,
+                                  b.blocks[k] if isinstance(b, B.Blocked) else b)
+        return self._like(m, out)
+
+    def _ew1(self, op: str, a: Any) -> Any:
+        return self._like(a, {k: self._submit(self.blocks.ew1, op, f) for k, f in a.blocks.items()})
+
+    def _sum(self, a: Any) -> float:
+        B = self.blocks
+        parts = [self._submit(B.agg, "sum", a.blocks[k]) for k in a.grid()]
+        return float(self._submit(B.add_all, *parts).result())
+
+    def _rowcol(self, op: str, a: Any) -> Any:
+        B = self.blocks
+        if op == "rowSums":
+            out = {(i, 0): self._submit(B.add_all, *[self._submit(B.agg, op, a.blocks[(i, j)])
+                                                     for j in range(a.ncb)]) for i in range(a.nrb)}
+            return self._like(a, out, cols=1)
+        out = {(0, j): self._submit(B.add_all, *[self._submit(B.agg, op, a.blocks[(i, j)])
+                                                 for i in range(a.nrb)]) for j in range(a.ncb)}
+        return self._like(a, out, rows=1)
+
+    def _t(self, a: Any) -> Any:
+        return self._like(a, {(j, i): self._submit(self.blocks.transpose, f) for (i, j), f in a.blocks.items()},
+                          rows=a.cols, cols=a.rows)
+
+    def _mm(self, a: Any, b: Any) -> Any:
+        """C[i, j] = sum over k of A[i, k] %*% B[k, j], one task per output block (SystemDS's RMM: each
+        input block goes to every task of its row or column of C)."""
+        if a.bs != b.bs:  # pragma: no cover - one block size per run
+            raise ValueError("operands of a distributed product must have one block size")
+        out = {}
+        for i in range(a.nrb):
+            for j in range(b.ncb):
+                pairs = [f for k in range(a.ncb) for f in (a.blocks[(i, k)], b.blocks[(k, j)])]
+                out[(i, j)] = self._submit(self.blocks.mm_sum, *pairs)
+        return self._like(a, out, cols=b.cols)

@@ -1,0 +1,65 @@
+"""The Dask client of this process: an existing scheduler (``scheduler``: ``tcp://host:port`` or a
+scheduler file) or, by default, a LocalCluster of worker processes with one thread each on the
+loopback interface, no dashboard. Started the first time a distributed operator runs, closed at exit
+(no worker process outlives the run)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Any
+
+from lafuse.config import Config
+from lafuse.errors import DMLRuntimeError
+
+CONNECT_TIMEOUT = 10.0  # s, to reach an existing scheduler
+
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+
+
+def client(cfg: Config) -> Any:
+    """The client for ``cfg`` (one per process; a new one when the scheduler setting changed)."""
+    key = (cfg.scheduler, cfg.workers, cfg.worker_memory)
+    with _LOCK:
+        if _STATE.get("key") == key and _STATE.get("client") is not None:
+            return _STATE["client"]
+        close()
+        import logging  # deferred: ~3 ms of every start, only for a cluster
+
+        from distributed import Client, LocalCluster  # deferred: distributed (~0.5 s), only for Dask
+
+        if cfg.scheduler:
+            try:
+                if os.path.isfile(cfg.scheduler):
+                    c = Client(scheduler_file=cfg.scheduler, timeout=CONNECT_TIMEOUT)
+                else:
+                    c = Client(cfg.scheduler, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as e:
+                raise DMLRuntimeError(f"cannot reach the Dask scheduler at '{cfg.scheduler}' within "
+                                      f"{CONNECT_TIMEOUT:g} s ({type(e).__name__}: {e}); start one with "
+                                      f"'dask scheduler' or leave --scheduler out for a local cluster") from None
+            _STATE.update(key=key, client=c, cluster=None)
+            return c
+        cluster = LocalCluster(n_workers=cfg.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None, memory_limit=cfg.worker_memory or "auto",
+                               silence_logs=logging.ERROR)
+        c = Client(cluster)
+        _STATE.update(key=key, client=c, cluster=cluster)
+        if not _STATE.get("atexit"):
+            atexit.register(close)
+            _STATE["atexit"] = True
+        return c
+
+
+def close() -> None:
+    """Close the client and the LocalCluster this process started (its worker processes end)."""
+    c, cluster = _STATE.pop("client", None), _STATE.pop("cluster", None)
+    _STATE.pop("key", None)
+    for obj in (c, cluster):
+        if obj is not None:
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - closing at exit: nothing left to report to
+                pass

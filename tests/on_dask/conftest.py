@@ -1,0 +1,27 @@
+"""One LocalCluster for every distributed test (two worker processes, one thread each, loopback,
+no dashboard), closed at the end of the session with no worker process left behind."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    from distributed import LocalCluster
+
+    from lafuse.runtime.dask import cluster as lafuse_cluster
+
+    before = {p.pid for p in multiprocessing.active_children()}
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                     dashboard_address=None, memory_limit="1GiB", silence_logs=logging.ERROR)
+    try:
+        yield c.scheduler_address
+    finally:
+        lafuse_cluster.close()
+        c.close()
+        left = {p.pid for p in multiprocessing.active_children() if p.is_alive()} - before
+        assert not left, f"worker processes left behind: {left}"
