@@ -45,6 +45,7 @@ from lafuse.plan.instructions import DASK, LOCAL
 from lafuse.runtime import deepstack
 from lafuse.runtime.bind import Backend, bind
 from lafuse.runtime.dask.backend import DaskBackend
+from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
 from lafuse.runtime.local.kernels import KERNELS
@@ -376,7 +377,9 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
             comp = Compiler(cfgmod.get(), nvargs)
             prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
             with blas_limited(comp.cfg.threads):
-                return Interpreter(prog, comp, out=out).run(dict(bound))
+                st = Interpreter(prog, comp, out=out).run(dict(bound))
+            return {k: comp.backends[DASK].collect(v) if isinstance(v, Blocked) else v for k, v in st.items()
+                    if k in outputs}
 
     st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     missing = [o for o in outputs if o not in st]

@@ -13,7 +13,7 @@ from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
 from lafuse.plan import exectype
-from lafuse.plan.instructions import LOCAL, Instruction, Plan
+from lafuse.plan.instructions import DASK, LOCAL, Instruction, Plan
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
 # from the allocator's cache and the run-time checks of an in-place result (runtime.reuse) would
@@ -92,7 +92,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.args[k] = converted[a]
         instrs.append(ins)
     if exec_mode != "local":
-        instrs, writes, nregs = _moves(instrs, writes, nregs, {reg[h.id]: h for h in order})
+        instrs, writes, nregs = _moves(instrs, writes, nregs, {reg[h.id]: h for h in order}, exec_mode == "dask")
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for pos, ins in enumerate(instrs):
@@ -135,11 +135,13 @@ def _cells(h: Hop) -> float:
                 and i.cols >= 0), default=-1.0)
 
 
-def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int,
-           hop_of: dict[int, Hop]) -> tuple[list[Instruction], list[tuple[str, int]], int]:
+def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int, hop_of: dict[int, Hop],
+           keep: bool) -> tuple[list[Instruction], list[tuple[str, int]], int]:
     """``scatter`` and ``collect`` instructions where a value crosses execution types: a local matrix
-    a distributed operator reads is scattered once, a distributed matrix a local instruction (or the
-    block's variable writes: values in the symbol table are local) reads is collected once."""
+    a distributed operator reads is scattered once, a distributed matrix a local instruction reads is
+    collected once. ``keep`` (--exec dask): variables keep distributed values from block to block, so a
+    matrix variable read may be either (ANYWHERE): its readers get a move that passes a value already
+    where they run; else a block's distributed results are collected before its variable writes."""
     where: dict[int, str] = {}
     moved: dict[tuple[int, str], int] = {}
     out: list[Instruction] = []
@@ -152,8 +154,9 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int,
         if key not in moved:
             moved[key] = nregs
             # both run on the distributed side's backend: it scatters, and it gathers
+            src = DASK if where[a] == ANYWHERE else where[a]  # (a collect passes a local value as it is)
             out.append(_move("scatter" if et != LOCAL else "collect", hop_of[a], a, nregs,
-                             et if et != LOCAL else where[a]))
+                             et if et != LOCAL else src))
             where[nregs] = et
             nregs += 1
         return moved[key]
@@ -162,10 +165,15 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int,
         ins.args = [at(a, ins.exec_type) for a in ins.args]
         out.append(ins)
         if ins.hop.dt == MATRIX:
-            where[ins.out] = ins.exec_type
+            where[ins.out] = ANYWHERE if keep and ins.opcode in PASS_THROUGH else ins.exec_type
             hop_of[ins.out] = ins.hop
-    writes = [(name, at(r, LOCAL)) for name, r in writes]
+    if not keep:
+        writes = [(name, at(r, LOCAL)) for name, r in writes]
     return out, writes, nregs
+
+
+ANYWHERE = "anywhere"  # (_moves) a variable's value: local or distributed
+PASS_THROUGH = frozenset({"tread", "fcall", "get", "lrix"})  # results that are values stored elsewhere
 
 
 def _move(op: str, src: Hop, arg: int, out: int, exec_type: str) -> Instruction:

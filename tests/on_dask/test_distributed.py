@@ -81,17 +81,26 @@ def test_dask_results_equal_local(name, dask_scheduler):
 
 def test_the_plan_runs_operators_on_dask_with_explicit_moves(dask_scheduler):
     """--exec dask: the products, element-wise operators and sums are DASK instructions; a local value
-    they read is scattered once, a distributed one a local instruction reads is collected once."""
+    they read is scattered once, a distributed one a local instruction reads (the indexing) is
+    collected once, and variables keep their distributed values (no collect before the writes)."""
     cfg = _cfg(dask_scheduler)
+    text = SCRIPTS["products"] + "print(toString(C[1:2, 1:2]))\nprint(toString(C[2:3, 1:2]))\n"
     with cfgmod.using(cfg):
         comp = Compiler(cfg)
-        prog = comp.compile_text(SCRIPTS["products"], "<test>", outputs=OUTPUTS["products"])
-        text = explain_program(prog, "runtime", comp)
-    assert re.search(r"^-*DASK %\*% _r\d+ _r\d+ -> _r\d+ \[23,9,-1\]", text, re.M), text
-    assert re.search(r"^-*DASK scatter _r\d+ -> _r\d+ \[23,16,-1\]", text, re.M), text
-    assert re.search(r"^-*DASK collect _r\d+ -> _r\d+ \[23,9,-1\]", text, re.M), text
-    scatters = re.findall(r"DASK scatter (_r\d+) ", text)
+        prog = comp.compile_text(text, "<test>", outputs=OUTPUTS["products"])
+        plan = explain_program(prog, "runtime", comp)
+    assert re.search(r"^-*DASK %\*% _r\d+ _r\d+ -> _r\d+ \[23,9,-1\]", plan, re.M), plan
+    assert re.search(r"^-*DASK scatter _r\d+ -> _r\d+ \[23,16,-1\]", plan, re.M), plan
+    collects = re.findall(r"^-*DASK collect (_r\d+) -> (_r\d+) \[23,9,-1\]", plan, re.M)
+    assert len(collects) == 1, plan
+    assert re.search(rf"^-*CP assignvar {collects[0][0]} C$", plan, re.M), plan
+    scatters = re.findall(r"DASK scatter (_r\d+) ", plan)
     assert len(scatters) == len(set(scatters))
+    local = run_dml(text, outputs=("C",), cfg=_cfg(), out=io.StringIO())
+    buf = io.StringIO()
+    dist = run_dml(text, outputs=("C",), cfg=cfg, out=buf)
+    np.testing.assert_allclose(_dense(dist["C"]), _dense(local["C"]), rtol=1e-9)
+    assert buf.getvalue().count("\n") >= 4
 
 
 def test_moving_the_budget_flips_an_operator_between_local_and_dask():
@@ -133,3 +142,25 @@ def test_the_backend_implements_what_the_plan_may_send():
         assert callable(be.bind(Instruction(op, Hop(op, "binary"), [], 0)))
     with pytest.raises(NotImplementedError):
         be.bind(Instruction("solve", Hop("solve", "binary"), [], 0))
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+(?:E-?\d+)?|-?\d+(?:E-?\d+)?", text)]
+
+
+@pytest.mark.parametrize("example", ["linreg.dml", "l2svm.dml", "naiveBayes.dml"])
+def test_examples_on_dask_print_what_they_print_locally(example, dask_scheduler):
+    """The command line on an existing scheduler (--exec dask --scheduler ADDR): an example of the
+    algorithm library prints the local run's numbers (rtol 1e-9), its variables passing between
+    blocks and functions as distributed values."""
+    from pathlib import Path
+
+    from tests.test_cli import lafuse
+
+    path = str(Path(__file__).resolve().parents[2] / "examples" / example)
+    local = lafuse("run", path, "--no-codegen", "--no-background")
+    dist = lafuse("run", path, "--no-codegen", "--no-background", "--exec", "dask", "--scheduler", dask_scheduler)
+    assert local.returncode == 0 and dist.returncode == 0, dist.stderr
+    a, b = _numbers(local.stdout), _numbers(dist.stdout)
+    assert len(a) == len(b) and a, (local.stdout, dist.stdout)
+    np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)

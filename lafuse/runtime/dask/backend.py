@@ -1,5 +1,5 @@
 """The Dask backend (runtime.bind.Backend): binds the plan's ``dask`` instructions to distributed
-operators over :class:`~lafuse.runtime.dask.blocks.Blocked` matrices, scatters local matrices and
+operators over distributed matrices (runtime.dask.matrix.Blocked), scatters local matrices and
 collects distributed ones. Each call submits its block tasks at once (``pure=False``: a key per
 execution, so a loop never gets a stale result) and returns futures; only a scalar result (a full
 sum) is gathered, because control flow may steer on it."""
@@ -14,6 +14,7 @@ from lafuse.config import Config
 from lafuse.plan import exectype
 from lafuse.plan.instructions import DASK, Instruction
 from lafuse.runtime.dask import cluster
+from lafuse.runtime.dask.matrix import Blocked
 
 
 class DaskBackend:
@@ -57,16 +58,20 @@ class DaskBackend:
         return value  # each block keeps the format its kernel chose (the local rule, per block)
 
     def scatter(self, m: Any) -> Any:
-        """A local matrix as a distributed one, its blocks sent to the workers."""
+        """A local matrix as a distributed one, its blocks sent to the workers (a distributed one as
+        it is: a variable may hold either)."""
+        if isinstance(m, Blocked):
+            return m
         b = self.blocks
         parts = b.split(m, self.cfg.block_size)
         keys = list(parts)
-        futures = self.client().scatter([parts[k] for k in keys])
-        return b.Blocked(m.shape[0], m.shape[1], self.cfg.block_size, dict(zip(keys, futures)))
+        # hash=False: a key per block (equal blocks, e.g. all-zero ones, would share a key and a release)
+        futures = self.client().scatter([parts[k] for k in keys], hash=False)
+        return Blocked(m.shape[0], m.shape[1], self.cfg.block_size, dict(zip(keys, futures)))
 
     def collect(self, x: Any) -> Any:
         """A distributed matrix gathered into this process (a local value as it is)."""
-        if not isinstance(x, self.blocks.Blocked):
+        if not isinstance(x, Blocked):
             return x
         keys = x.grid()
         got = self.client().gather([x.blocks[k] for k in keys])
@@ -78,15 +83,15 @@ class DaskBackend:
 
     def _like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
               cols: int | None = None) -> Any:
-        return self.blocks.Blocked(x.rows if rows is None else rows, x.cols if cols is None else cols, x.bs, blocks)
+        return Blocked(x.rows if rows is None else rows, x.cols if cols is None else cols, x.bs, blocks)
 
     def _ew2(self, op: str, a: Any, b: Any) -> Any:
         B = self.blocks
-        m = a if isinstance(a, B.Blocked) else b
+        m = a if isinstance(a, Blocked) else b
         out = {}
         for k in m.grid():
-            out[k] = self._submit(B.ew2, op, a.blocks[k] if isinstance(a, B.Blocked) else a,
-                                  b.blocks[k] if isinstance(b, B.Blocked) else b)
+            out[k] = self._submit(B.ew2, op, a.blocks[k] if isinstance(a, Blocked) else a,
+                                  b.blocks[k] if isinstance(b, Blocked) else b)
         return self._like(m, out)
 
     def _ew1(self, op: str, a: Any) -> Any:

@@ -1,7 +1,7 @@
 """Distributed matrices and the block functions the workers run.
 
-A :class:`Blocked` matrix is its metadata (dims, block size) and one future per block, (i, j) in
-row-major block order; edge blocks are smaller. Every block function calls the local runtime's
+A distributed matrix (runtime.dask.matrix.Blocked) is split from and assembled into a local one
+here. Every block function calls the local runtime's
 kernel (runtime.local.kernels) on whole blocks, so a distributed element-wise operator computes,
 block by block, exactly the local values (NaN, Inf and the sparse rules included); only sums
 combine partial results, in a fixed order (row blocks, then column blocks).
@@ -14,7 +14,6 @@ breaks spilling and the bytes-moved statistics).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,32 +21,6 @@ import numpy as np
 from lafuse.runtime.local.kernels import KERNELS
 from lafuse.runtime.values import choose_format, is_sparse
 from lafuse.sparse import sp
-
-
-@dataclass
-class Blocked:
-    """A distributed matrix: ``blocks[(i, j)]`` is the future of rows ``i*bs:(i+1)*bs`` and columns
-    ``j*bs:(j+1)*bs`` (clipped at the edges)."""
-
-    rows: int
-    cols: int
-    bs: int
-    blocks: dict[tuple[int, int], Any] = field(default_factory=dict)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.rows, self.cols
-
-    @property
-    def nrb(self) -> int:
-        return max(1, -(-self.rows // self.bs))
-
-    @property
-    def ncb(self) -> int:
-        return max(1, -(-self.cols // self.bs))
-
-    def grid(self) -> list[tuple[int, int]]:
-        return [(i, j) for i in range(self.nrb) for j in range(self.ncb)]
 
 
 def split(m: Any, bs: int) -> dict[tuple[int, int], Any]:

@@ -54,9 +54,16 @@ def client(cfg: Config) -> Any:
 
 
 def close() -> None:
-    """Close the client and the LocalCluster this process started (its worker processes end)."""
+    """Close the client and the LocalCluster this process started (its worker processes end). The
+    connections that closing ends log errors of their own (a closed comm): not a user's concern."""
     c, cluster = _STATE.pop("client", None), _STATE.pop("cluster", None)
     _STATE.pop("key", None)
+    if c is None and cluster is None:
+        return
+    import logging  # deferred: see client()
+
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     for obj in (c, cluster):
         if obj is not None:
             try:

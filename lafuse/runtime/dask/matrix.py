@@ -1,0 +1,33 @@
+"""The distributed matrix value: its metadata and one future per block (no Dask import: the
+interpreter and dynamic recompilation check for it in every run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Blocked:
+    """A distributed matrix: ``blocks[(i, j)]`` is the future of rows ``i*bs:(i+1)*bs`` and columns
+    ``j*bs:(j+1)*bs`` (clipped at the edges)."""
+
+    rows: int
+    cols: int
+    bs: int
+    blocks: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.rows, self.cols
+
+    @property
+    def nrb(self) -> int:
+        return max(1, -(-self.rows // self.bs))
+
+    @property
+    def ncb(self) -> int:
+        return max(1, -(-self.cols // self.bs))
+
+    def grid(self) -> list[tuple[int, int]]:
+        return [(i, j) for i in range(self.nrb) for j in range(self.ncb)]
