@@ -164,3 +164,43 @@ def test_examples_on_dask_print_what_they_print_locally(example, dask_scheduler)
     a, b = _numbers(local.stdout), _numbers(dist.stdout)
     assert len(a) == len(b) and a, (local.stdout, dist.stdout)
     np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+
+
+def test_the_scheduler_task_count_stays_flat_over_loop_iterations(dask_scheduler, monkeypatch):
+    """Each block runs eagerly on futures and a variable's old value is released when it is
+    reassigned: the tasks the scheduler holds peak at the same count for 10 and for 40 iterations,
+    and drop to none once the run's values are gone."""
+    import time as _time
+
+    from lafuse.runtime.dask import cluster
+    from lafuse.runtime.dask.backend import DaskBackend
+
+    seen: list[int] = []
+    submit = DaskBackend._submit
+
+    def counting(self, fn, *args):
+        fut = submit(self, fn, *args)
+        if fn.__name__ == "mm_sum":  # once per product: the count at a fixed point of each iteration
+            seen.append(self.client().run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)))
+        return fut
+
+    monkeypatch.setattr(DaskBackend, "_submit", counting)
+    loop = """
+X = rand(rows=21, cols=14, seed=1)
+Y = rand(rows=14, cols=14, seed=2) / 14
+for (i in 1:N) {
+  X = (X %*% Y) * 0.5 + X * 0.5
+}
+s = sum(X)
+"""
+    peaks = {}
+    for n in (10, 40):
+        seen.clear()
+        run_dml(loop.replace("N", str(n)), outputs=("s",), cfg=_cfg(dask_scheduler), out=io.StringIO())
+        peaks[n] = max(seen)
+    assert seen and peaks[40] <= peaks[10] + 30, peaks  # (a leak would add ~5 tasks an iteration: 150 more)
+    c = cluster.client(_cfg(dask_scheduler))
+    deadline = _time.monotonic() + 10
+    while c.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert c.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
