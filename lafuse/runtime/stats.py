@@ -31,6 +31,7 @@ class Stats:
     estimate_exact: bool = True  # False when the estimate rests on guessed (unknown) sizes
     profile: Any = None  # the hardware profile the estimates use (loaded on first estimate)
     fusion: Any = None  # lafuse.fusion.FusionStats of the run (codegen on)
+    dask: Any = None  # runtime.dask.backend.DaskCounters of the run (when a distributed operator ran)
     reused: tuple[int, int] = (0, 0)  # element-wise results written into a dying operand, their bytes
 
     def first_run(self, ins: Any, args: list[Any]) -> None:
@@ -114,6 +115,11 @@ class Stats:
             lines.append(f"Estimated execution time (cost model, plans that ran): {self.estimated_total:.3f} sec. "
                          f"(estimate/measured {ratio}{guess})")
         lines += self._codegen_lines()
+        d = self.dask
+        if d is not None and (d.tasks or d.scattered_blocks or d.gathered_blocks):
+            lines.append(f"Dask: tasks submitted {d.tasks}, scattered to the workers {d.scattered_blocks} blocks "
+                         f"({d.scattered_bytes / 2**20:.2f} MiB), gathered from them {d.gathered_blocks} blocks "
+                         f"({d.gathered_bytes / 2**20:.2f} MiB)")
         return "\n".join(lines)
 
     def _codegen_lines(self) -> list[str]:

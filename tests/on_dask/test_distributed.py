@@ -204,3 +204,19 @@ s = sum(X)
     while c.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) and _time.monotonic() < deadline:
         _time.sleep(0.05)
     assert c.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+
+
+def test_stats_report_what_the_run_asked_of_the_cluster(dask_scheduler, tmp_path):
+    from tests.test_cli import lafuse
+
+    p = tmp_path / "s.dml"
+    p.write_text(SCRIPTS["products"] + "print(s)\n")
+    r = lafuse("run", str(p), "--no-codegen", "--no-background", "--exec", "dask", "--scheduler", dask_scheduler,
+               "--stats")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"^Dask: tasks submitted (\d+), scattered to the workers (\d+) blocks \(([\d.]+) MiB\), "
+                  r"gathered from them (\d+) blocks", r.stdout, re.M)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, r.stdout
+    assert re.search(r"^\s+\d+\s+scatter\s", r.stdout, re.M), r.stdout
+    local = lafuse("run", str(p), "--no-codegen", "--no-background", "--stats")
+    assert "Dask:" not in local.stdout

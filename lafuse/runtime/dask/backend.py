@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lafuse.config import Config
@@ -17,12 +18,26 @@ from lafuse.runtime.dask import cluster
 from lafuse.runtime.dask.matrix import Blocked
 
 
+@dataclass
+class DaskCounters:
+    """What this process asked of the cluster (``--stats``): tasks submitted, blocks and bytes
+    scattered to the workers and gathered from them. Bytes moved between workers are the workers'
+    own counters (not yet reported)."""
+
+    tasks: int = 0
+    scattered_blocks: int = 0
+    scattered_bytes: int = 0
+    gathered_blocks: int = 0
+    gathered_bytes: int = 0
+
+
 class DaskBackend:
     name = DASK
     OPS = exectype.DISTRIBUTED  # what plan.exectype may send here
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
+        self.counters = DaskCounters()
 
     @functools.cached_property
     def blocks(self) -> Any:
@@ -67,6 +82,8 @@ class DaskBackend:
         keys = list(parts)
         # hash=False: a key per block (equal blocks, e.g. all-zero ones, would share a key and a release)
         futures = self.client().scatter([parts[k] for k in keys], hash=False)
+        self.counters.scattered_blocks += len(keys)
+        self.counters.scattered_bytes += sum(_nbytes(p) for p in parts.values())
         return Blocked(m.shape[0], m.shape[1], self.cfg.block_size, dict(zip(keys, futures)))
 
     def collect(self, x: Any) -> Any:
@@ -75,10 +92,13 @@ class DaskBackend:
             return x
         keys = x.grid()
         got = self.client().gather([x.blocks[k] for k in keys])
+        self.counters.gathered_blocks += len(keys)
+        self.counters.gathered_bytes += sum(_nbytes(p) for p in got)
         return self.blocks.assemble(dict(zip(keys, got)), x.nrb, x.ncb)
 
     # ------------------------------------------------------------------ operators
     def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        self.counters.tasks += 1
         return self.client().submit(fn, *args, pure=False)
 
     def _like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
@@ -127,3 +147,10 @@ class DaskBackend:
                 pairs = [f for k in range(a.ncb) for f in (a.blocks[(i, k)], b.blocks[(k, j)])]
                 out[(i, j)] = self._submit(self.blocks.mm_sum, *pairs)
         return self._like(a, out, cols=b.cols)
+
+
+def _nbytes(b: Any) -> int:
+    """Bytes of a block as it travels (the arrays of a CSR block)."""
+    if hasattr(b, "indptr"):
+        return int(b.data.nbytes + b.indices.nbytes + b.indptr.nbytes)
+    return int(getattr(b, "nbytes", 8))
