@@ -22,6 +22,7 @@ from lafuse.compiler import Compiler
 from lafuse.errors import DMLError, DMLStop
 from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.lang.parser import parse, read_source
+from lafuse.plan.instructions import DASK
 from lafuse.runtime import deepstack, reuse
 from lafuse.runtime.interp import Interpreter
 from lafuse.sparse import sp
@@ -350,7 +351,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             est = estimate_program(prog, comp)
             stats.estimated_total, stats.estimate_exact = est.total, est.total_cost.exact
             stats.fusion = comp.fusion_stats
-            stats.dask = getattr(comp.backends.get("dask"), "counters", None)
+            stats.dask = getattr(comp.backends.get(DASK), "counters", None)
             stats.reused = (reuse.DONE[0] - reused[0], reuse.DONE[1] - reused[1])
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)

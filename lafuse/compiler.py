@@ -45,7 +45,6 @@ from lafuse.plan.instructions import DASK, LOCAL
 from lafuse.runtime import deepstack
 from lafuse.runtime.bind import Backend, bind
 from lafuse.runtime.dask.backend import DaskBackend
-from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.local.backend import LocalBackend, evaluate_literals
 from lafuse.runtime.local.kernels import KERNELS
@@ -378,8 +377,7 @@ def run_dml(text: str, inputs: dict[str, Any] | None = None, outputs: tuple[str,
             prog = comp.compile_text(text, "<run_dml>", bound, tuple(outputs))
             with blas_limited(comp.cfg.threads):
                 st = Interpreter(prog, comp, out=out).run(dict(bound))
-            return {k: comp.backends[DASK].collect(v) if isinstance(v, Blocked) else v for k, v in st.items()
-                    if k in outputs}
+            return {k: comp.backends[DASK].collect(v) for k, v in st.items() if k in outputs}
 
     st = deepstack.call(go)  # deep scripts recurse deeply (runtime.deepstack)
     missing = [o for o in outputs if o not in st]

@@ -78,7 +78,8 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
-        ins.exec_type = exectype.choose(ins.need, budget, exec_mode, _distributed(ins), _cells(h))
+        if exectype.may_distribute(ins.need, budget, exec_mode):
+            ins.exec_type = exectype.choose(ins.need, budget, exec_mode, _distributed(ins), _cells(h))
         fmt_of[r] = ins.out_fmt
         for k in dense_operands(ins):
             a = ins.args[k]
@@ -91,8 +92,11 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
                 instrs.append(_convert(src, a, converted[a], DENSE, ins.exec_type, bounds, budget))
             ins.args[k] = converted[a]
         instrs.append(ins)
-    if exec_mode != "local":
-        instrs, writes, nregs = _moves(instrs, writes, nregs, {reg[h.id]: h for h in order}, exec_mode == "dask")
+    result = reg[dag.roots[0].id] if dag.roots else -1
+    # (under auto a plan whose operators all stay here moves nothing; under dask a variable may be distributed)
+    if exec_mode == "dask" or any(i.exec_type != LOCAL for i in instrs):
+        instrs, writes, result, nregs = _moves(instrs, writes, result, nregs, {reg[h.id]: h for h in order},
+                                               exec_mode == "dask")
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for pos, ins in enumerate(instrs):
@@ -105,11 +109,6 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     if reuse_buffers:
         for ins in instrs:
             ins.reuse = _reuse_operand(ins)
-    result = reg[dag.roots[0].id] if dag.roots else -1
-    root = next((i for i in instrs if i.out == result), None) if result >= 0 else None
-    if root is not None and root.exec_type != LOCAL and root.hop.dt == MATRIX:
-        instrs.append(_move("collect", root.hop, result, nregs, root.exec_type))
-        result, nregs = nregs, nregs + 1
     return Plan(instrs, nregs, constants, writes, result)
 
 
@@ -135,13 +134,14 @@ def _cells(h: Hop) -> float:
                 and i.cols >= 0), default=-1.0)
 
 
-def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int, hop_of: dict[int, Hop],
-           keep: bool) -> tuple[list[Instruction], list[tuple[str, int]], int]:
+def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int, nregs: int,
+           hop_of: dict[int, Hop], keep: bool) -> tuple[list[Instruction], list[tuple[str, int]], int, int]:
     """``scatter`` and ``collect`` instructions where a value crosses execution types: a local matrix
-    a distributed operator reads is scattered once, a distributed matrix a local instruction reads is
-    collected once. ``keep`` (--exec dask): variables keep distributed values from block to block, so a
-    matrix variable read may be either (ANYWHERE): its readers get a move that passes a value already
-    where they run; else a block's distributed results are collected before its variable writes."""
+    a distributed operator reads is scattered once, a distributed matrix a local instruction (or the
+    interpreter, as a predicate's ``result``) reads is collected once. ``keep`` (--exec dask):
+    variables keep distributed values from block to block, so a matrix variable read may be either
+    (ANYWHERE): its readers get a move that passes a value already where they run; else a block's
+    distributed results are collected before its variable writes."""
     where: dict[int, str] = {}
     moved: dict[tuple[int, str], int] = {}
     out: list[Instruction] = []
@@ -169,7 +169,9 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], nregs: int,
             hop_of[ins.out] = ins.hop
     if not keep:
         writes = [(name, at(r, LOCAL)) for name, r in writes]
-    return out, writes, nregs
+    if result >= 0:
+        result = at(result, LOCAL)
+    return out, writes, result, nregs
 
 
 ANYWHERE = "anywhere"  # (_moves) a variable's value: local or distributed
@@ -179,11 +181,17 @@ PASS_THROUGH = frozenset({"tread", "fcall", "get", "lrix"})  # results that are 
 def _move(op: str, src: Hop, arg: int, out: int, exec_type: str) -> Instruction:
     """An instruction that moves register ``arg`` (the value of ``src``): ``scatter`` to the cluster of
     ``exec_type``, ``collect`` from it into this process; both are that backend's work."""
-    m = Hop(op, "data", [src], MATRIX, DOUBLE, src.span)
-    m.rows, m.cols, m.nnz = src.rows, src.cols, src.nnz
-    ins = Instruction(op, m, [arg], out, exec_type=exec_type)
+    ins = Instruction(op, _sized_copy(op, "data", src), [arg], out, exec_type=exec_type)
     ins.need = sizes.output_bytes(src.rows, src.cols, src.nnz)
     return ins
+
+
+def _sized_copy(op: str, kind: str, src: Hop, params: dict[str, Any] | None = None) -> Hop:
+    """The HOP of an instruction the plan adds (a move or a conversion): ``src``'s value with its
+    sizes, under another operation."""
+    h = Hop(op, kind, [src], MATRIX, DOUBLE, src.span, params)
+    h.rows, h.cols, h.nnz = src.rows, src.cols, src.nnz
+    return h
 
 
 def dense_operands(ins: Instruction) -> list[int]:
@@ -204,8 +212,7 @@ def _convert(src: Hop, arg: int, out: int, fmt: str, exec_type: str, bounds: dic
              budget: float) -> Instruction:
     """The instruction that turns register ``arg`` (holding the value of ``src``) into ``fmt``: its HOP
     is a copy of ``src``'s sizes whose format is fixed (params ``format``, read by the cost model)."""
-    c = Hop("convert", "reorg", [src], MATRIX, DOUBLE, src.span, {"format": fmt})
-    c.rows, c.cols, c.nnz = src.rows, src.cols, src.nnz
+    c = _sized_copy("convert", "reorg", src, {"format": fmt})
     bounds[c.id] = bounds.get(src.id, -1.0)
     ins = Instruction("convert", c, [arg], out, out_fmt=fmt, exec_type=exec_type)
     nnz = bounds[c.id] if bounds[c.id] >= 0 else float(src.rows) * float(src.cols)

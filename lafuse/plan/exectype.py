@@ -26,14 +26,21 @@ DISTRIBUTED = ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t", "%*%"}
 MIN_DASK_CELLS = 4  # --exec dask: smaller matrices (and scalars) stay local
 
 
+def may_distribute(need: float, budget: float, mode: str) -> bool:
+    """Whether ``mode`` may send an operation that holds ``need`` bytes (-1 unknown) anywhere but here:
+    the planner asks this first, so the default modes pay nothing per operator for the rest of
+    ``choose``."""
+    if mode not in MODES:
+        raise ValueError(f"unknown execution type mode '{mode}' (one of {', '.join(MODES)})")
+    return mode == "dask" or (mode == "auto" and need > budget)
+
+
 def choose(need: float, budget: float, mode: str, distributed: bool = False, cells: float = -1.0) -> str:
     """The execution type of an operation that holds ``need`` bytes (-1 unknown) under a memory
     budget of ``budget`` bytes; ``distributed``: it has a distributed implementation for its operands;
     ``cells``: its largest matrix's cells (-1 unknown)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown execution type mode '{mode}' (one of {', '.join(MODES)})")
-    if not distributed or mode == "local":
+    if not may_distribute(need, budget, mode) or not distributed:
         return LOCAL
     if mode == "dask":
         return DASK if cells >= MIN_DASK_CELLS else LOCAL
-    return DASK if need > budget else LOCAL
+    return DASK

@@ -24,7 +24,7 @@ from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program,
 from lafuse.plan.instructions import Plan
 from lafuse.runtime import deepstack, parfor, recompile, straight
 from lafuse.runtime.bind import bind
-from lafuse.runtime.dask.matrix import Blocked
+from lafuse.runtime.dask.matrix import any_matrix
 from lafuse.runtime.local.backend import bind_args
 from lafuse.runtime.local.kernels import KERNELS
 from lafuse.runtime.local.kernels_common import ieee_thread
@@ -477,13 +477,13 @@ def _check_metadata(hop: Any, v: Any) -> None:
 def _coerce(v: Any, p: Any, fname: str) -> Any:
     """Typed signatures are followed at run time: an INT passed to a Double parameter widens."""
     if p.type_name == "scalar":
-        if is_matrix(v) or isinstance(v, Blocked):
+        if any_matrix(v):
             raise DMLRuntimeError(f"argument '{p.name}' of '{fname}' must be a scalar, got a matrix")
         if p.value_type == "double" and isinstance(v, int) and not isinstance(v, bool):
             return float(v)
         if p.value_type == "int" and isinstance(v, float) and v.is_integer():
             return int(v)
-    elif p.type_name == "matrix" and not is_matrix(v) and not isinstance(v, Blocked):  # (distributed: a matrix)
+    elif p.type_name == "matrix" and not any_matrix(v):
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return np.full((1, 1), float(v))
         raise DMLRuntimeError(f"argument '{p.name}' of '{fname}' must be a matrix, got {type(v).__name__}")

@@ -110,30 +110,30 @@ class DaskBackend:
         m = a if isinstance(a, Blocked) else b
         out = {}
         for k in m.grid():
-            out[k] = self._submit(B.ew2, op, a.blocks[k] if isinstance(a, Blocked) else a,
+            out[k] = self._submit(B.apply, op, a.blocks[k] if isinstance(a, Blocked) else a,
                                   b.blocks[k] if isinstance(b, Blocked) else b)
         return self._like(m, out)
 
     def _ew1(self, op: str, a: Any) -> Any:
-        return self._like(a, {k: self._submit(self.blocks.ew1, op, f) for k, f in a.blocks.items()})
+        return self._like(a, {k: self._submit(self.blocks.apply, op, f) for k, f in a.blocks.items()})
 
     def _sum(self, a: Any) -> float:
         B = self.blocks
-        parts = [self._submit(B.agg, "sum", a.blocks[k]) for k in a.grid()]
+        parts = [self._submit(B.apply, "sum", a.blocks[k]) for k in a.grid()]
         return float(self._submit(B.add_all, *parts).result())
 
     def _rowcol(self, op: str, a: Any) -> Any:
         B = self.blocks
         if op == "rowSums":
-            out = {(i, 0): self._submit(B.add_all, *[self._submit(B.agg, op, a.blocks[(i, j)])
+            out = {(i, 0): self._submit(B.add_all, *[self._submit(B.apply, op, a.blocks[(i, j)])
                                                      for j in range(a.ncb)]) for i in range(a.nrb)}
             return self._like(a, out, cols=1)
-        out = {(0, j): self._submit(B.add_all, *[self._submit(B.agg, op, a.blocks[(i, j)])
+        out = {(0, j): self._submit(B.add_all, *[self._submit(B.apply, op, a.blocks[(i, j)])
                                                  for i in range(a.nrb)]) for j in range(a.ncb)}
         return self._like(a, out, rows=1)
 
     def _t(self, a: Any) -> Any:
-        return self._like(a, {(j, i): self._submit(self.blocks.transpose, f) for (i, j), f in a.blocks.items()},
+        return self._like(a, {(j, i): self._submit(self.blocks.apply, "t", f) for (i, j), f in a.blocks.items()},
                           rows=a.cols, cols=a.rows)
 
     def _mm(self, a: Any, b: Any) -> Any:

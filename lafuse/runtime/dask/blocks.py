@@ -47,16 +47,9 @@ def assemble(parts: dict[tuple[int, int], Any], nrb: int, ncb: int) -> Any:
 # ---------------------------------------------------------------- block functions (run by workers)
 
 
-def ew2(op: str, a: Any, b: Any) -> Any:
-    return KERNELS[op](a, b)
-
-
-def ew1(op: str, a: Any) -> Any:
-    return KERNELS[op](a)
-
-
-def agg(op: str, a: Any) -> Any:
-    return KERNELS[op](a)
+def apply(op: str, *args: Any) -> Any:
+    """The local kernel of ``op`` on blocks (and scalars)."""
+    return KERNELS[op](*args)
 
 
 def add_all(*parts: Any) -> Any:
@@ -65,10 +58,6 @@ def add_all(*parts: Any) -> Any:
     for p in parts[1:]:
         out = KERNELS["+"](out, p)
     return out
-
-
-def transpose(a: Any) -> Any:
-    return KERNELS["t"](a)
 
 
 def mm_sum(*pairs: Any) -> Any:

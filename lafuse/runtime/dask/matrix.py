@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lafuse.runtime.values import is_matrix
+
 
 @dataclass
 class Blocked:
@@ -31,3 +33,9 @@ class Blocked:
 
     def grid(self) -> list[tuple[int, int]]:
         return [(i, j) for i in range(self.nrb) for j in range(self.ncb)]
+
+
+def any_matrix(v: Any) -> bool:
+    """A matrix value, local (NumPy, SciPy) or distributed: what a variable typed Matrix may hold and
+    what has dims for a recompilation (``values.is_matrix`` stays local-only: kernels take only those)."""
+    return is_matrix(v) or isinstance(v, Blocked)
