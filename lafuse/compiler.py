@@ -41,6 +41,7 @@ from lafuse.hops.resolver import FunctionResolver, VarInfo
 from lafuse.lang import ast as A
 from lafuse.lang.parser import parse
 from lafuse.plan import Plan, build
+from lafuse.plan.exectype import ClusterShape
 from lafuse.plan.instructions import DASK, LOCAL
 from lafuse.runtime import deepstack
 from lafuse.runtime.bind import Backend, bind
@@ -171,9 +172,18 @@ class Compiler:
             if st is not None:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
-        plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type)
+        plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type,
+                     cluster=self.cluster_shape)
         plan.candidates = dag.candidates
         return plan
+
+    @functools.cached_property
+    def cluster_shape(self) -> ClusterShape:
+        """The cluster as the planner sees it (block size, workers, their memory)."""
+        try:
+            return ClusterShape.of(self.cfg)
+        except ValueError as e:
+            raise DMLRuntimeError(f"--worker-memory: {e}") from None
 
     # ------------------------------------------------------------ functions
     def _compile_functions(self, prog: Program) -> None:

@@ -12,7 +12,7 @@ from lafuse.hops.hop import DOUBLE, MATRIX, Hop
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
-from lafuse.plan import exectype
+from lafuse.plan import exectype, mmstrategy
 from lafuse.plan.instructions import DASK, LOCAL, Instruction, Plan
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
@@ -22,11 +22,13 @@ REUSE_MIN_BYTES = 256 * 1024
 REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
 
 
-def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto") -> Plan:
+def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto",
+          cluster: exectype.ClusterShape | None = None) -> Plan:
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
-    buffer; each operator's execution type by ``exec_mode`` (plan.exectype); a ``convert`` instruction
+    buffer; each operator's execution type by ``exec_mode`` (plan.exectype), a distributed one's block
+    size and product strategy by ``cluster`` (plan.mmstrategy); a ``convert`` instruction
     before an operator that reads an operand only as a dense array (dense_operands) which the default
     format rule predicts CSR (an operand whose format is decided at run time is densified by the
     kernel, as before)."""
@@ -79,7 +81,9 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         if exectype.may_distribute(ins.need, budget, exec_mode):
-            ins.exec_type = exectype.choose(ins.need, budget, exec_mode, _distributed(ins), _cells(h))
+            ins.exec_type = exectype.choose(ins.need, budget, exec_mode, exectype.distributable(ins), _cells(h))
+            if ins.exec_type == DASK:
+                _distribute(ins, cluster or exectype.ClusterShape())
         fmt_of[r] = ins.out_fmt
         for k in dense_operands(ins):
             a = ins.args[k]
@@ -112,21 +116,11 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     return Plan(instrs, nregs, constants, writes, result)
 
 
-def _distributed(ins: Instruction) -> bool:
-    """Whether the Dask backend has an operator for ``ins`` as the plan shaped it (plan.exectype):
-    element-wise over matrices of one known shape or a matrix and a scalar, a sum aggregate, a
-    transpose or a product of matrices of known dims; not a fused operator, an mmchain or a product
-    that reads a transpose in place."""
-    h = ins.hop
-    if (h.op not in exectype.DISTRIBUTED or h.kind == "spoof" or ins.chain is not None or ins.reads is not None
-            or ins.opcode != h.op):
-        return False
-    mats = [i for i in h.inputs if i.dt == MATRIX]
-    if not mats or any(i.rows < 0 or i.cols < 0 for i in mats) or any(i.dt not in (MATRIX, "scalar") for i in h.inputs):
-        return False
-    if h.op in exectype.ELEMENTWISE_BINARY:
-        return len(h.inputs) == 2 and len({(i.rows, i.cols) for i in mats}) == 1
-    return len(h.inputs) == (2 if h.op == "%*%" else 1) and len(mats) == len(h.inputs)
+def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:
+    """A distributed instruction's block size, and a product's strategy (plan.mmstrategy)."""
+    ins.block = cluster.block_size
+    if ins.hop.kind == "matmult" or ins.chain is not None:
+        ins.method = mmstrategy.choose(ins, cluster)
 
 
 def _cells(h: Hop) -> float:

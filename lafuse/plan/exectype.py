@@ -3,16 +3,25 @@
 SystemDS's hybrid plans (paper 003 §3) run an operator in the single-process control program when
 its memory estimate fits the budget and distributed otherwise. lafuse decides the same here, per
 instruction, from the operation's memory need and the budget: ``auto`` sends an operation that does
-not fit to Dask when it has a distributed implementation (DISTRIBUTED), ``dask`` sends every such
-matrix operation above a tiny size (for testing the distributed runtime on small data), ``local``
-none. An operation that does not fit and has no distributed implementation stops with the budget's
-clear error when it is reached (runtime.local.backend) instead of running out of memory.
+not fit to Dask when it has a distributed implementation (``distributable``), ``dask`` sends every
+such matrix operation above a tiny size (for testing the distributed runtime on small data),
+``local`` none. An operation that does not fit and has no distributed implementation stops with the
+budget's clear error when it is reached (runtime.local.backend) instead of running out of memory.
+
+What has a distributed implementation is decided per operator family, each with its own check
+(``FAMILY_CHECKS``); the Dask backend (runtime.dask) binds every family the checks may pass.
 """
 
 from __future__ import annotations
 
-from lafuse.config import CHOICES
-from lafuse.plan.instructions import DASK, LOCAL
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lafuse import memory
+from lafuse.config import CHOICES, Config
+from lafuse.hops.hop import MATRIX
+from lafuse.plan.instructions import DASK, LOCAL, Instruction
 
 MODES = CHOICES["exec_type"]  # Config.exec_type and --exec
 
@@ -24,6 +33,43 @@ ELEMENTWISE_UNARY = frozenset({"exp", "log", "sqrt", "abs", "u-", "round", "floo
 AGGREGATES = frozenset({"sum", "rowSums", "colSums"})
 DISTRIBUTED = ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t", "%*%"}
 MIN_DASK_CELLS = 4  # --exec dask: smaller matrices (and scalars) stay local
+BROADCAST_FRACTION = 0.7  # of a worker's memory a broadcast operand may take (SystemDS: of storage memory)
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """What the planner knows of the cluster: the distributed matrices' block size (rows and
+    columns), the number of workers (tasks that run at once) and each worker's memory in bytes."""
+
+    block_size: int = 1000
+    workers: int = 2
+    worker_bytes: float = float(1 << 30)
+
+    @property
+    def broadcast_bytes(self) -> float:
+        """The largest operand a task may receive whole (SystemDS's broadcast budget)."""
+        return BROADCAST_FRACTION * self.worker_bytes
+
+    @classmethod
+    def of(cls, cfg: Config) -> ClusterShape:
+        workers = max(1, cfg.workers)
+        if cfg.worker_memory:
+            per = parse_bytes(cfg.worker_memory)
+        else:  # LocalCluster's "auto": the machine's memory shared by the workers
+            per = memory.physical_memory() / workers
+        return cls(cfg.block_size, workers, float(per))
+
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_bytes(text: str) -> float:
+    """``2GiB``, ``500MB``, ``1e9`` as bytes (Dask's notation), or a ValueError that says what is wrong."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a memory size: '{text}' (e.g. 2GiB, 500MB)")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 def may_distribute(need: float, budget: float, mode: str) -> bool:
@@ -44,3 +90,44 @@ def choose(need: float, budget: float, mode: str, distributed: bool = False, cel
     if mode == "dask":
         return DASK if cells >= MIN_DASK_CELLS else LOCAL
     return DASK
+
+
+# ---------------------------------------------------------------- what Dask implements, per family
+
+
+def _known_matrices(ins: Instruction) -> bool:
+    """Every operand a matrix of known dims or a scalar, at least one matrix."""
+    h = ins.hop
+    mats = [i for i in h.inputs if i.dt == MATRIX]
+    return bool(mats) and all(i.rows >= 0 and i.cols >= 0 for i in mats) and all(
+        i.dt in (MATRIX, "scalar") for i in h.inputs)
+
+
+def _elementwise(ins: Instruction) -> bool:
+    h = ins.hop
+    if h.op in ELEMENTWISE_BINARY:
+        mats = [i for i in h.inputs if i.dt == MATRIX]
+        return len(h.inputs) == 2 and len({(i.rows, i.cols) for i in mats}) == 1
+    return len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
+
+
+def _matmul(ins: Instruction) -> bool:
+    h = ins.hop
+    return len(h.inputs) == 2 and all(i.dt == MATRIX for i in h.inputs)
+
+
+FAMILY_CHECKS: dict[str, Callable[[Instruction], bool]] = {
+    **{op: _elementwise for op in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t"}},
+    "%*%": _matmul,
+}
+
+
+def distributable(ins: Instruction) -> bool:
+    """Whether the Dask backend has an operator for ``ins`` as the plan shaped it: its family's check
+    over operands of known dims; not (yet) a fused operator, an mmchain or a product that reads a
+    transpose in place."""
+    h = ins.hop
+    check = FAMILY_CHECKS.get(h.op)
+    if check is None or h.kind == "spoof" or ins.chain is not None or ins.reads is not None or ins.opcode != h.op:
+        return False
+    return _known_matrices(ins) and check(ins)

@@ -29,6 +29,8 @@ class Instruction:
     out_fmt: str | None = None  # formats.DENSE / CSR as the default rule predicts it; None: decided at run time
     transposed: tuple[bool, bool] | None = None  # a product's operands read transposed in place
     chain: tuple[bool, bool] | None = None  # mmchain: (w is the left operand of *, result transposed)
+    method: str | None = None  # a distributed product's strategy (plan.mmstrategy: rmm, cpmm, mapmm_l, ...)
+    block: int = 0  # a distributed instruction's block size (rows and columns)
     need: float = -1.0  # bytes the operation holds (output and distinct inputs; -1 unknown)
     over_budget: bool = False  # need exceeds the memory budget: the instruction stops with an error
     est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
@@ -53,7 +55,9 @@ class Instruction:
         h = self.hop
         size = f"[{h.rows},{h.cols},{h.nnz}]" if h.dt == "matrix" else f"[{h.dt}.{h.vt}]"
         extra = f" {h.name}" if h.name else ""
-        line = f"{_EXEC_LABEL[self.exec_type]} {self.opcode}{extra} {ins} -> _r{self.out} {size}"
+        line = f"{_EXEC_LABEL[self.exec_type]} {self.method or self.opcode}{extra} {ins} -> _r{self.out} {size}"
+        if self.block:
+            line += f" blocks({self.block})"
         if fmts is None:
             return line
         ins_f = [fmts[a] or "?" for a in self.args if a in fmts]

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lafuse.config import Config
-from lafuse.plan import exectype
 from lafuse.plan.instructions import DASK, Instruction
 from lafuse.runtime.dask import cluster
 from lafuse.runtime.dask.matrix import Blocked
@@ -33,7 +32,6 @@ class DaskCounters:
 
 class DaskBackend:
     name = DASK
-    OPS = exectype.DISTRIBUTED  # what plan.exectype may send here
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -48,6 +46,14 @@ class DaskBackend:
     def client(self) -> Any:
         return cluster.client(self.cfg)
 
+    @functools.cached_property
+    def operators(self) -> tuple[Any, ...]:
+        """The modules of distributed operators, each with ``bind(backend, ins)`` -> callable or None
+        (not its operator): products, fused operators, data generation and IO, the rest."""
+        from lafuse.runtime.dask import matmul, ops  # deferred: SciPy and the kernels, once a Dask op runs
+
+        return (matmul, ops)
+
     # ------------------------------------------------------------------ protocol
     def bind(self, ins: Instruction) -> Callable[..., Any] | None:
         op = ins.opcode
@@ -55,19 +61,11 @@ class DaskBackend:
             return self.scatter
         if op == "collect":
             return self.collect
-        if op not in self.OPS:
-            raise NotImplementedError(f"no distributed operator for '{op}'")
-        if op in exectype.ELEMENTWISE_BINARY:
-            return functools.partial(self._ew2, op)
-        if op in exectype.ELEMENTWISE_UNARY:
-            return functools.partial(self._ew1, op)
-        if op == "sum":
-            return self._sum
-        if op in ("rowSums", "colSums"):
-            return functools.partial(self._rowcol, op)
-        if op == "t":
-            return self._t
-        return self._mm
+        for mod in self.operators:
+            fn = mod.bind(self, ins)
+            if fn is not None:
+                return fn
+        raise NotImplementedError(f"no distributed operator for '{op}'")
 
     def convert(self, value: Any, fmt: str) -> Any:
         return value  # each block keeps the format its kernel chose (the local rule, per block)
@@ -96,57 +94,16 @@ class DaskBackend:
         self.counters.gathered_bytes += sum(_nbytes(p) for p in got)
         return self.blocks.assemble(dict(zip(keys, got)), x.nrb, x.ncb)
 
-    # ------------------------------------------------------------------ operators
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+    # ------------------------------------------------------------------ for the operator modules
+    def submit(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """One task on the cluster (a new key per call: ``pure=False``), counted."""
         self.counters.tasks += 1
-        return self.client().submit(fn, *args, pure=False)
+        return self.client().submit(fn, *args, pure=False, **kw)
 
-    def _like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
-              cols: int | None = None) -> Any:
+    def like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
+             cols: int | None = None) -> Any:
+        """A distributed matrix of ``blocks`` with ``x``'s block size (and dims unless given)."""
         return Blocked(x.rows if rows is None else rows, x.cols if cols is None else cols, x.bs, blocks)
-
-    def _ew2(self, op: str, a: Any, b: Any) -> Any:
-        B = self.blocks
-        m = a if isinstance(a, Blocked) else b
-        out = {}
-        for k in m.grid():
-            out[k] = self._submit(B.apply, op, a.blocks[k] if isinstance(a, Blocked) else a,
-                                  b.blocks[k] if isinstance(b, Blocked) else b)
-        return self._like(m, out)
-
-    def _ew1(self, op: str, a: Any) -> Any:
-        return self._like(a, {k: self._submit(self.blocks.apply, op, f) for k, f in a.blocks.items()})
-
-    def _sum(self, a: Any) -> float:
-        B = self.blocks
-        parts = [self._submit(B.apply, "sum", a.blocks[k]) for k in a.grid()]
-        return float(self._submit(B.add_all, *parts).result())
-
-    def _rowcol(self, op: str, a: Any) -> Any:
-        B = self.blocks
-        if op == "rowSums":
-            out = {(i, 0): self._submit(B.add_all, *[self._submit(B.apply, op, a.blocks[(i, j)])
-                                                     for j in range(a.ncb)]) for i in range(a.nrb)}
-            return self._like(a, out, cols=1)
-        out = {(0, j): self._submit(B.add_all, *[self._submit(B.apply, op, a.blocks[(i, j)])
-                                                 for i in range(a.nrb)]) for j in range(a.ncb)}
-        return self._like(a, out, rows=1)
-
-    def _t(self, a: Any) -> Any:
-        return self._like(a, {(j, i): self._submit(self.blocks.apply, "t", f) for (i, j), f in a.blocks.items()},
-                          rows=a.cols, cols=a.rows)
-
-    def _mm(self, a: Any, b: Any) -> Any:
-        """C[i, j] = sum over k of A[i, k] %*% B[k, j], one task per output block (SystemDS's RMM: each
-        input block goes to every task of its row or column of C)."""
-        if a.bs != b.bs:  # pragma: no cover - one block size per run
-            raise ValueError("operands of a distributed product must have one block size")
-        out = {}
-        for i in range(a.nrb):
-            for j in range(b.ncb):
-                pairs = [f for k in range(a.ncb) for f in (a.blocks[(i, k)], b.blocks[(k, j)])]
-                out[(i, j)] = self._submit(self.blocks.mm_sum, *pairs)
-        return self._like(a, out, cols=b.cols)
 
 
 def _nbytes(b: Any) -> int:
