@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from lafuse import memory
 from lafuse.config import CHOICES, Config
 from lafuse.hops.hop import MATRIX
+from lafuse.plan import mmstrategy
 from lafuse.plan.instructions import DASK, LOCAL, Instruction
 
 MODES = CHOICES["exec_type"]  # Config.exec_type and --exec
@@ -111,23 +112,33 @@ def _elementwise(ins: Instruction) -> bool:
     return len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
 
 
-def _matmul(ins: Instruction) -> bool:
-    h = ins.hop
-    return len(h.inputs) == 2 and all(i.dt == MATRIX for i in h.inputs)
+def _datagen(ins: Instruction) -> bool:
+    """rand and read producing a distributed matrix directly (runtime.dask.io)."""
+    return False
+
+
+def _fused(ins: Instruction) -> bool:
+    """A fused operator run block by block (runtime.dask.fused)."""
+    return False
 
 
 FAMILY_CHECKS: dict[str, Callable[[Instruction], bool]] = {
     **{op: _elementwise for op in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t"}},
-    "%*%": _matmul,
 }
 
 
 def distributable(ins: Instruction) -> bool:
-    """Whether the Dask backend has an operator for ``ins`` as the plan shaped it: its family's check
-    over operands of known dims; not (yet) a fused operator, an mmchain or a product that reads a
-    transpose in place."""
+    """Whether the Dask backend has an operator for ``ins`` as the plan shaped it: a product (also an
+    mmchain or one that reads a transpose in place) by plan.mmstrategy, a fused operator, a data
+    generator, else its family's check over operands of known dims."""
     h = ins.hop
+    if h.kind == "spoof":
+        return _fused(ins)
+    if h.kind == "matmult" or ins.chain is not None:
+        return mmstrategy.distributable(ins)
+    if h.kind == "datagen" or h.op == "pread":
+        return _datagen(ins)
     check = FAMILY_CHECKS.get(h.op)
-    if check is None or h.kind == "spoof" or ins.chain is not None or ins.reads is not None or ins.opcode != h.op:
+    if check is None or ins.reads is not None or ins.opcode != h.op:
         return False
     return _known_matrices(ins) and check(ins)

@@ -15,6 +15,15 @@ RMM = "rmm"
 METHODS = (RMM,)
 
 
+def distributable(ins: Instruction) -> bool:
+    """Whether the Dask backend has a strategy for the product ``ins`` as the plan shaped it: for now
+    a plain product of two matrices of known dims (no mmchain, no transposed operand read in place)."""
+    h = ins.hop
+    if ins.chain is not None or ins.reads is not None or ins.opcode != h.op or len(h.inputs) != 2:
+        return False
+    return all(i.dt == "matrix" and i.rows >= 0 and i.cols >= 0 for i in h.inputs)
+
+
 def choose(ins: Instruction, cluster: ClusterShape) -> str:
     """The strategy of the distributed product ``ins``."""
     return RMM
