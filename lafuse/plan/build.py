@@ -156,7 +156,8 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int
         return moved[key]
 
     for ins in instrs:
-        ins.args = [at(a, ins.exec_type) for a in ins.args]
+        if ins.opcode not in SHAPE_ONLY:  # (reads dims only: a distributed value knows them)
+            ins.args = [at(a, ins.exec_type) for a in ins.args]
         out.append(ins)
         if ins.hop.dt == MATRIX:
             where[ins.out] = ANYWHERE if keep and ins.opcode in PASS_THROUGH else ins.exec_type
@@ -170,6 +171,7 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int
 
 ANYWHERE = "anywhere"  # (_moves) a variable's value: local or distributed
 PASS_THROUGH = frozenset({"tread", "fcall", "get", "lrix"})  # results that are values stored elsewhere
+SHAPE_ONLY = frozenset({"nrow", "ncol", "length"})  # read an operand's dims, wherever it is
 
 
 def _move(op: str, src: Hop, arg: int, out: int, exec_type: str) -> Instruction:

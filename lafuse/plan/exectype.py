@@ -26,13 +26,21 @@ from lafuse.plan.instructions import DASK, LOCAL, Instruction
 
 MODES = CHOICES["exec_type"]  # Config.exec_type and --exec
 
-# operations the Dask backend implements (runtime.dask.backend checks that it covers them): element-wise
-# over matrices of one shape or a matrix and a scalar, transpose, the sum aggregates, matrix products
-ELEMENTWISE_BINARY = frozenset({"+", "-", "*", "/", "^", "min", "max", "<", "<=", ">", ">=", "==", "!="})
+# operations the Dask backend implements (runtime.dask.ops, runtime.dask.matmul; a test checks that it
+# binds every one): cell-wise of any arity over matrices of the result's shape, vectors that broadcast
+# along it and scalars; full, row and column aggregates; reorganizations; products (plan.mmstrategy)
+ELEMENTWISE_BINARY = frozenset({"+", "-", "*", "/", "^", "min", "max", "<", "<=", ">", ">=", "==", "!=", "%%",
+                                "%/%", "&", "|", "xor"})
 ELEMENTWISE_UNARY = frozenset({"exp", "log", "sqrt", "abs", "u-", "round", "floor", "ceil", "sign", "sin",
-                               "cos", "tanh", "isNaN"})
-AGGREGATES = frozenset({"sum", "rowSums", "colSums"})
-DISTRIBUTED = ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t", "%*%"}
+                               "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "isNaN", "isInf",
+                               "isNA", "!"})
+CELLWISE = ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | {"ifelse"}
+FULL_AGGREGATES = frozenset({"sum", "mean", "min", "max", "prod", "var", "sd"})
+ROWCOL_AGGREGATES = frozenset({"rowSums", "rowMeans", "rowMins", "rowMaxs", "rowIndexMax", "rowIndexMin",
+                               "colSums", "colMeans", "colMins", "colMaxs"})
+AGGREGATES = FULL_AGGREGATES | ROWCOL_AGGREGATES
+REORGS = frozenset({"t", "rix", "lix", "cbind", "rbind"})
+DISTRIBUTED = CELLWISE | AGGREGATES | REORGS | {"%*%"}
 MIN_DASK_CELLS = 4  # --exec dask: smaller matrices (and scalars) stay local
 BROADCAST_FRACTION = 0.7  # of a worker's memory a broadcast operand may take (SystemDS: of storage memory)
 
@@ -104,12 +112,44 @@ def _known_matrices(ins: Instruction) -> bool:
         i.dt in (MATRIX, "scalar") for i in h.inputs)
 
 
-def _elementwise(ins: Instruction) -> bool:
+def _cellwise(ins: Instruction) -> bool:
+    """A matrix result of known dims whose matrix operands each have its shape or broadcast along it
+    (a column vector over the columns, a row vector over the rows), at least one of its shape."""
     h = ins.hop
-    if h.op in ELEMENTWISE_BINARY:
-        mats = [i for i in h.inputs if i.dt == MATRIX]
-        return len(h.inputs) == 2 and len({(i.rows, i.cols) for i in mats}) == 1
-    return len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
+    if h.dt != MATRIX or h.rows < 0 or h.cols < 0 or h.rows * h.cols == 0:
+        return False
+    full = False
+    for i in h.inputs:
+        if i.dt != MATRIX:
+            continue
+        if (i.rows, i.cols) == (h.rows, h.cols):
+            full = True
+        elif not ((i.cols == 1 and i.rows == h.rows) or (i.rows == 1 and i.cols == h.cols)):
+            return False
+    return full
+
+
+def _aggregate(ins: Instruction) -> bool:
+    """One non-empty matrix operand (min and max of two operands are cell-wise); a full aggregate
+    has a scalar result."""
+    h = ins.hop
+    if len(h.inputs) != 1 or h.inputs[0].dt != MATRIX or h.inputs[0].rows * h.inputs[0].cols == 0:
+        return False
+    return h.dt != MATRIX if h.op in FULL_AGGREGATES else h.dt == MATRIX
+
+
+def _reorg(ins: Instruction) -> bool:
+    """Transpose and right indexing of one matrix, left indexing of a matrix by a matrix or a
+    scalar, binding of matrices; non-empty (bounds are checked at run time, as locally)."""
+    h = ins.hop
+    if h.dt != MATRIX or h.rows <= 0 or h.cols <= 0:
+        return False
+    mats = [i for i in h.inputs if i.dt == MATRIX]
+    if h.op in ("cbind", "rbind"):
+        return len(mats) == len(h.inputs) and all(i.rows > 0 and i.cols > 0 for i in mats)
+    if h.op == "lix":
+        return bool(mats) and h.inputs[0].dt == MATRIX and all(i.rows > 0 and i.cols > 0 for i in mats)
+    return len(mats) == 1 and h.inputs[0].dt == MATRIX
 
 
 def _datagen(ins: Instruction) -> bool:
@@ -123,7 +163,9 @@ def _fused(ins: Instruction) -> bool:
 
 
 FAMILY_CHECKS: dict[str, Callable[[Instruction], bool]] = {
-    **{op: _elementwise for op in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY | AGGREGATES | {"t"}},
+    **{op: _cellwise for op in CELLWISE},
+    **{op: _aggregate for op in AGGREGATES},
+    **{op: _reorg for op in REORGS},
 }
 
 
@@ -141,4 +183,6 @@ def distributable(ins: Instruction) -> bool:
     check = FAMILY_CHECKS.get(h.op)
     if check is None or ins.reads is not None or ins.opcode != h.op:
         return False
+    if h.op in ("min", "max") and len(h.inputs) == 1:
+        check = _aggregate  # (the aggregate; of two operands: cell-wise)
     return _known_matrices(ins) and check(ins)

@@ -81,10 +81,10 @@ def test_dask_results_equal_local(name, dask_scheduler):
 
 def test_the_plan_runs_operators_on_dask_with_explicit_moves(dask_scheduler):
     """--exec dask: the products, element-wise operators and sums are DASK instructions; a local value
-    they read is scattered once, a distributed one a local instruction reads (the indexing) is
+    they read is scattered once, a distributed one local instructions read (the cumulative aggregates) is
     collected once, and variables keep their distributed values (no collect before the writes)."""
     cfg = _cfg(dask_scheduler)
-    text = SCRIPTS["products"] + "print(toString(C[1:2, 1:2]))\nprint(toString(C[2:3, 1:2]))\n"
+    text = SCRIPTS["products"] + "E = cumsum(C)\nF = cummax(C)\nprint(toString(E[1:2, 1:2]))\nprint(toString(F[2:3, 1:2]))\n"
     with cfgmod.using(cfg):
         comp = Compiler(cfg)
         prog = comp.compile_text(text, "<test>", outputs=OUTPUTS["products"])

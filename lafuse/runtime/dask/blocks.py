@@ -13,13 +13,16 @@ breaks spilling and the bytes-moved statistics).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from lafuse.runtime.local.backend import bind_args
 from lafuse.runtime.local.kernels import KERNELS
-from lafuse.runtime.values import choose_format, is_sparse
+from lafuse.runtime.local.kernels_common import errstate
+from lafuse.runtime.values import choose_format, is_sparse, to_dense
 from lafuse.sparse import sp
 
 
@@ -47,17 +50,86 @@ def assemble(parts: dict[tuple[int, int], Any], nrb: int, ncb: int) -> Any:
 # ---------------------------------------------------------------- block functions (run by workers)
 
 
+@functools.lru_cache(maxsize=256)
+def _bound(op: str, slots: tuple[str, ...] | None) -> Callable[..., Any]:
+    return bind_args(op, slots, KERNELS[op])
+
+
+def call(op: str, slots: Any, *args: Any) -> Any:
+    """The local kernel of ``op`` on blocks (and scalars), its arguments in the order of the
+    instruction's ``slots`` (as the local backend binds them)."""
+    return _bound(op, tuple(slots) if slots is not None else None)(*args)
+
+
 def apply(op: str, *args: Any) -> Any:
-    """The local kernel of ``op`` on blocks (and scalars)."""
+    """The local kernel of ``op`` on blocks (and scalars), arguments in the catalogue's order."""
     return KERNELS[op](*args)
+
+
+def fold(op: str, *parts: Any) -> Any:
+    """Partial results (scalars or blocks of one shape) combined with the local binary kernel ``op``
+    in the order given."""
+    k = KERNELS[op]
+    out = parts[0]
+    for p in parts[1:]:
+        out = k(out, p)
+    return out
 
 
 def add_all(*parts: Any) -> Any:
     """The sum of partial results in the order given (scalars or blocks of one shape)."""
-    out = parts[0]
+    return fold("+", *parts)
+
+
+def squared_deviations(b: Any, mu: float) -> float:
+    """sum((b - mu)^2) over every cell of block ``b`` (a CSR block's zeros included, as the local
+    ``var`` counts them)."""
+    with errstate():
+        if is_sparse(b):
+            n = b.shape[0] * b.shape[1]
+            return float(np.sum((b.data - mu) ** 2)) + (n - b.nnz) * mu * mu
+        return float(np.sum((np.asarray(b) - mu) ** 2))
+
+
+def index_minmax(b: Any, is_max: bool, offset: int) -> np.ndarray:
+    """Per row of block ``b``: its best value and the global 1-based column of its last occurrence
+    (the local ``rowIndexMax``/``rowIndexMin`` rule: NaN cells ignored), or column 0 when the row has
+    no candidate (all NaN)."""
+    a = to_dense(b)
+    with errstate():
+        nan = np.isnan(a)
+        best = (np.max(np.where(nan, -np.inf, a), axis=1) if is_max else np.min(np.where(nan, np.inf, a), axis=1))
+        hit = a == best[:, None]
+    n = a.shape[1]
+    last = n - 1 - np.argmax(hit[:, ::-1], axis=1) + 1 + offset
+    found = hit.any(axis=1)
+    return np.column_stack([best, np.where(found, last, 0)]).astype(np.float64)
+
+
+def index_combine(is_max: bool, *parts: np.ndarray) -> np.ndarray:
+    """The row index of the best value over the column blocks' ``index_minmax`` results: a later
+    block wins ties (the last occurrence), a row with no candidate anywhere gives 1."""
+    best = parts[0][:, 0].copy()
+    idx = parts[0][:, 1].copy()
     for p in parts[1:]:
-        out = KERNELS["+"](out, p)
-    return out
+        better = p[:, 1] > 0
+        better &= (idx == 0) | ((p[:, 0] >= best) if is_max else (p[:, 0] <= best))
+        best = np.where(better, p[:, 0], best)
+        idx = np.where(better, p[:, 1], idx)
+    idx[idx == 0] = 1
+    return idx.reshape(-1, 1)
+
+
+def paste(h: int, w: int, *pieces: tuple[Any, ...]) -> Any:
+    """An h x w block of pieces pasted in order: (source block or fill number, source rows r0:r1,
+    columns c0:c1, destination row, column); in the format the local rule gives its non-zeros."""
+    out = np.zeros((h, w))
+    for src, r0, r1, c0, c1, dr, dc in pieces:
+        if isinstance(src, float):
+            out[dr:dr + r1 - r0, dc:dc + c1 - c0] = src
+        else:
+            out[dr:dr + r1 - r0, dc:dc + c1 - c0] = to_dense(src[r0:r1, c0:c1])
+    return choose_format(out)
 
 
 def mm_sum(*pairs: Any) -> Any:

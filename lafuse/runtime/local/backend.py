@@ -18,10 +18,11 @@ from lafuse import memory
 from lafuse.formats import CSR, DENSE
 from lafuse.hops.hop import Hop
 from lafuse.lang.builtins import REQUIRED, SPECS
-from lafuse.plan.build import scalar_cast
+from lafuse.plan.build import SHAPE_ONLY, scalar_cast
 from lafuse.plan.instructions import LOCAL, Instruction
 from lafuse.runtime import reuse
 from lafuse.runtime.bind import SPECIAL
+from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.local.kernels_common import norm_scalar
 from lafuse.runtime.values import cast_scalar, is_sparse, to_csr, to_dense
 
@@ -55,6 +56,8 @@ class LocalBackend:
             if k is None:
                 raise NotImplementedError(f"no kernel for operation '{op}'")
             fn = bind_args(op, h.params.get("slots"), k)
+            if op in SHAPE_ONLY:
+                fn = _dims_anywhere(op, fn)
             if ins.transposed is not None:
                 fn = _matmult_transposed(fn, *ins.transposed)
         if h.dt == "matrix" and ins.over_budget:
@@ -91,6 +94,17 @@ def _stop_over_budget(fn: Callable[..., Any], need: float, what: str) -> Callabl
         return fn(*args)  # the budget was raised since the plan was built
 
     return over_budget
+
+
+def _dims_anywhere(op: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """``nrow``/``ncol``/``length`` of a local value or of a distributed one (its dims: nothing moves)."""
+
+    def run(x: Any) -> Any:
+        if isinstance(x, Blocked):
+            return x.rows if op == "nrow" else x.cols if op == "ncol" else x.rows * x.cols
+        return kernel(x)
+
+    return run
 
 
 def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:
