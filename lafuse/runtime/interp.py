@@ -21,10 +21,10 @@ from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.feedback import EXECUTED
 from lafuse.formats import CSR, default_format
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
-from lafuse.plan.instructions import Plan
+from lafuse.plan.instructions import DASK, Plan
 from lafuse.runtime import deepstack, parfor, recompile, straight
 from lafuse.runtime.bind import bind
-from lafuse.runtime.dask.matrix import any_matrix
+from lafuse.runtime.dask.matrix import Blocked, any_matrix
 from lafuse.runtime.local.backend import bind_args
 from lafuse.runtime.local.kernels import KERNELS
 from lafuse.runtime.local.kernels_common import ieee_thread
@@ -305,7 +305,10 @@ class Interpreter:
             from lafuse.runtime.io import write_value
 
             kw = dict(zip(hop.params["slots"], args))
-            write_value(kw.pop("target"), str(kw.pop("file")), kw)
+            target = kw.pop("target")
+            if isinstance(target, Blocked):  # (one no collect brought here: the file is the local write's)
+                target = self.compiler.backends[DASK].collect(target)
+            write_value(target, str(kw.pop("file")), kw)
             return None
         if op == "pread":
             # deferred: IO (~15 ms, pandas later), only for scripts that read

@@ -346,30 +346,42 @@ def sds_rand(rows: int, cols: int, min_v: float, max_v: float, sparsity: float, 
         br = min(blen, rows - rb * blen)
         for cb in range(ncb):
             bc = min(blen, cols - cb * blen)
-            bseed = seeds[k]
+            res = rand_block(seeds[k], br, bc, lo, rng, sparsity, normal)
             k += 1
-            cells = br * bc
-            if dense:
-                vals = _value_stream(bseed, cells + 1, normal)[1:]
-                out[rb * blen:rb * blen + br, cb * blen:cb * blen + bc] = lo + rng * vals.reshape(br, bc)
+            if isinstance(res, np.ndarray):
+                out[rb * blen:rb * blen + br, cb * blen:cb * blen + bc] = res
                 continue
-            first = _value_stream(bseed, 1, normal)[0]
-            nnz_seed = java_long(float(first) * TWO63)
-            local_sparse = sparsity < 1 and eval_sparse_format_in_memory(br, bc, java_long(sparsity * br * bc))
-            if local_sparse:
-                pos = _geometric_positions(nnz_seed, sparsity, cells)
-            else:
-                u = java_doubles(nnz_seed, cells)
-                pos = np.flatnonzero(u <= sparsity)
-            vals = _value_stream(bseed, len(pos) + 1, normal)[1:]
+            pos, vals = res
             ri.append(pos // bc + rb * blen)
             ci.append(pos % bc + cb * blen)
-            vv.append(lo + rng * vals)
+            vv.append(vals)
     if dense:
         return out
     if not vv:
         return _empty_triple()
     return np.concatenate(ri), np.concatenate(ci), np.concatenate(vv)
+
+
+def rand_block(bseed: int, br: int, bc: int, lo: float, rng: float, sparsity: float, normal: bool
+               ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """One ``br`` x ``bc`` block of ``sds_rand`` from its block seed (``block_seeds``), cells
+    ``lo + rng * value``: a dense array when ``sparsity == 1``, else (0-based row-major cell numbers
+    inside the block, their values). A block depends on nothing but its seed, so a distributed rand
+    (runtime.dask.io) generates each on a worker with this same code and gets the local values."""
+    cells = br * bc
+    if sparsity == 1.0:
+        vals = _value_stream(bseed, cells + 1, normal)[1:]
+        return lo + rng * vals.reshape(br, bc)
+    first = _value_stream(bseed, 1, normal)[0]
+    nnz_seed = java_long(float(first) * TWO63)
+    local_sparse = sparsity < 1 and eval_sparse_format_in_memory(br, bc, java_long(sparsity * br * bc))
+    if local_sparse:
+        pos = _geometric_positions(nnz_seed, sparsity, cells)
+    else:
+        u = java_doubles(nnz_seed, cells)
+        pos = np.flatnonzero(u <= sparsity)
+    vals = _value_stream(bseed, len(pos) + 1, normal)[1:]
+    return pos, lo + rng * vals
 
 
 def _empty_triple() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
