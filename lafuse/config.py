@@ -67,6 +67,9 @@ class Config:
     workers: int = 2
     worker_memory: str | None = None  # e.g. "2GiB"; none: the machine's memory shared by the workers
     block_size: int = 1000
+    # a distributed product's strategy forced (plan.mmstrategy.METHODS: tsmm, mapmmchain, mapmm_l, mapmm_r,
+    # zipmm, cpmm, rmm) where it applies to the product's shape, else SystemDS's rules; none: the rules
+    mm_method: str | None = None
     # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own
@@ -112,6 +115,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "fusion": ("cost", "fuse-all", "fuse-no-redundancy"),
     "codegen_backend": ("numba", "reference"),
     "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
+    "mm_method": (None, "tsmm", "mapmmchain", "mapmm_l", "mapmm_r", "zipmm", "cpmm", "rmm"),  # (mmstrategy.METHODS)
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),
                                         "cache_max_bytes": (0, True), "workers": (1, True), "block_size": (1, True)}
