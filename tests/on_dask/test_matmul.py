@@ -39,11 +39,11 @@ D = {  # dense and sparse operands whose dims are no multiple of 7 or 5 (a spars
     "X": RNG.standard_normal((23, 6)), "Xs": _sparse(150, 7, 0.1),
     "Y": RNG.standard_normal((5, 19)), "Ys": _sparse(5, 211, 0.1),
     "v": RNG.standard_normal((6, 1)), "v2": RNG.standard_normal((6, 1)), "v3": RNG.standard_normal((6, 1)),
-    "vs": RNG.standard_normal((7, 1)), "w": RNG.standard_normal((23, 1)), "ws": RNG.standard_normal((150, 1)),
+    "vx": RNG.standard_normal((7, 1)), "w": RNG.standard_normal((23, 1)), "wx": RNG.standard_normal((150, 1)),
     "y": RNG.standard_normal((23, 3)), "ys": _sparse(150, 7, 0.1),
     "A": RNG.standard_normal((23, 16)), "As": _sparse(67, 16, 0.1), "B": RNG.standard_normal((16, 9)),
     "Bs": _sparse(16, 67, 0.1), "C": RNG.standard_normal((23, 11)), "C2": RNG.standard_normal((67, 11)),
-    "E": RNG.standard_normal((12, 16)),
+    "E": RNG.standard_normal((12, 16)), "Xw": RNG.standard_normal((23, 9)), "vw": RNG.standard_normal((9, 1)),
 }
 N = {k: _dense(v) for k, v in D.items()}
 
@@ -56,10 +56,10 @@ P4 = t(A) %*% C
 P5 = t(As) %*% C2
 P6 = E %*% t(A)
 P7 = t(X) %*% (w * (X %*% v))
-P8 = t(Xs) %*% (Xs %*% vs)
+P8 = t(Xs) %*% (Xs %*% vx)
 """, {"P1": lambda n: n["A"] @ n["B"], "P2": lambda n: n["As"] @ n["B"], "P3": lambda n: n["A"] @ n["Bs"],
       "P4": lambda n: n["A"].T @ n["C"], "P5": lambda n: n["As"].T @ n["C2"], "P6": lambda n: n["E"] @ n["A"].T,
-      "P7": lambda n: n["X"].T @ (n["w"] * (n["X"] @ n["v"])), "P8": lambda n: n["Xs"].T @ (n["Xs"] @ n["vs"])})
+      "P7": lambda n: n["X"].T @ (n["w"] * (n["X"] @ n["v"])), "P8": lambda n: n["Xs"].T @ (n["Xs"] @ n["vx"])})
 CASES = {
     S.TSMM: ("""
 T1 = t(X) %*% X
@@ -70,10 +70,10 @@ T4 = Ys %*% t(Ys)
       "T4": lambda n: n["Ys"] @ n["Ys"].T}),
     S.MAPMMCHAIN: ("""
 C1 = t(X) %*% (X %*% v)
-C2 = t(Xs) %*% (ws * (Xs %*% vs))
+C2 = t(Xs) %*% (wx * (Xs %*% vx))
 C3 = t(X %*% v3) %*% X
 C4 = t(X) %*% ((X %*% v2) * w)
-""", {"C1": lambda n: n["X"].T @ (n["X"] @ n["v"]), "C2": lambda n: n["Xs"].T @ (n["ws"] * (n["Xs"] @ n["vs"])),
+""", {"C1": lambda n: n["X"].T @ (n["X"] @ n["v"]), "C2": lambda n: n["Xs"].T @ (n["wx"] * (n["Xs"] @ n["vx"])),
       "C3": lambda n: (n["X"] @ n["v3"]).T @ n["X"], "C4": lambda n: n["X"].T @ ((n["X"] @ n["v2"]) * n["w"])}),
     S.ZIPMM: ("""
 Z1 = t(X) %*% y
@@ -88,7 +88,7 @@ def test_the_sparse_operands_stay_sparse():
     """(What makes the sparse cases sparse: the runtime keeps these inputs CSR, so their blocks are.)"""
     from lafuse.runtime.values import as_input_value, is_sparse
 
-    assert all(is_sparse(as_input_value(v)) == k.endswith("s") for k, v in D.items() if k not in ("vs", "ws")), \
+    assert all(is_sparse(as_input_value(v)) == k.endswith("s") for k, v in D.items()), \
         {k: type(as_input_value(v)).__name__ for k, v in D.items()}
 
 
@@ -126,13 +126,18 @@ def test_every_strategy_forced_gives_numpys_product(method, bs, dask_scheduler):
 
 def test_the_rules_choose_by_shape_without_forcing(dask_scheduler):
     """No method forced, the cluster's default budget: TSMM for t(X) %*% X with one output block,
-    MapMMChain for the chains, MapMM broadcasting the smaller operand, and the values equal NumPy's."""
-    text = CASES[S.TSMM][0] + CASES[S.MAPMMCHAIN][0] + "P1 = A %*% B\nP8 = t(X) %*% A\n"
+    MapMMChain for the chains, MapMM broadcasting the smaller operand (also for the outer product of
+    a chain whose X is two column blocks), and the values equal NumPy's."""
+    text = CASES[S.TSMM][0] + CASES[S.MAPMMCHAIN][0] + "P1 = A %*% B\nP8 = t(X) %*% A\nC5 = t(Xw) %*% (Xw %*% vw)\n"
     expect = {**CASES[S.TSMM][1], **CASES[S.MAPMMCHAIN][1], "P1": GENERAL[1]["P1"],
-              "P8": lambda n: n["X"].T @ n["A"]}
+              "P8": lambda n: n["X"].T @ n["A"], "C5": lambda n: n["Xw"].T @ (n["Xw"] @ n["vw"])}
     outs = tuple(expect)
     cfg = _cfg(dask_scheduler)
-    assert _products(_plan(text, cfg, outs)) == [S.TSMM] * 4 + [S.MAPMMCHAIN] * 4 + [S.MAPMM_R, S.MAPMM_L]
+    plan = _plan(text, cfg, outs)
+    # C5: one instruction, the chain's transposed form t(t(Xw %*% vw) %*% Xw) the rewrites chose, its
+    # outer product t(q) %*% Xw broadcasting the 1 x 23 t(q)
+    assert _products(plan) == [S.TSMM] * 4 + [S.MAPMMCHAIN] * 4 + [S.MAPMM_R, S.MAPMM_L, S.MAPMM_L], plan
+    assert re.search(r"^-*DASK mapmm_l _r\d+ _r\d+ -> _r\d+ \[1,9,", plan, re.M), plan
     got = run_dml(text, inputs=dict(D), outputs=outs, cfg=cfg, out=io.StringIO())
     for k, f in expect.items():
         np.testing.assert_allclose(_dense(got[k]), f(N), rtol=1e-9, atol=1e-12, err_msg=k)
@@ -208,6 +213,12 @@ def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, m
     seen.clear()  # the chain's transposed form, and RMM where a strategy does not fit the operands
     got = be.collect(matmul.mmchain(be, S.MAPMMCHAIN, False, True, dx, dv, dw))
     np.testing.assert_allclose(_dense(got), (nx @ v * w).T @ nx, rtol=1e-9, atol=1e-12)
+    wide, v7 = mk(23, 7), RNG.standard_normal((7, 1))  # X two column blocks: no MapMMChain; X %*% v by RMM,
+    dwide, dv7 = be.scatter(wide), be.scatter(v7)  # w * q, then t(X) %*% q by RMM
+    seen.clear()
+    got = be.collect(matmul.mmchain(be, S.MAPMMCHAIN, True, False, dwide, dv7, dw))
+    np.testing.assert_allclose(_dense(got), _dense(wide).T @ (w * (_dense(wide) @ v7)), rtol=1e-9, atol=1e-12)
+    assert dict(seen) == {"mm_sum": 5 + 2, "times": 5}
     seen.clear()
     got = be.collect(matmul.product(be, S.TSMM, False, False, da, db))
     np.testing.assert_allclose(_dense(got), na @ nb, rtol=1e-9, atol=1e-12)
