@@ -542,6 +542,8 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
     startup = [r for r in report.get("startup") or [] if isinstance(r, dict)]
     if startup:
         startup_section(doc, startup)
+    if isinstance(report.get("distributed"), dict):
+        distributed_section(doc, report["distributed"])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(doc.lines) + "\n", encoding="utf-8")
 
@@ -554,6 +556,130 @@ def startup_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
     doc.lines += table(["script", "lafuse ms", "import numpy ms", "ratio", "pairs"],
                        [[str(r.get("script")), sig3(r.get("lafuse_median"), 1e3), sig3(r.get("numpy_import_median"), 1e3),
                          sig3(r.get("ratio_median")), count(r.get("runs"))] for r in rows])
+
+
+DIST_SYSTEMS = ("lafuse-local", "lafuse-dask", "dask-array", "sds-spark", "sds-hybrid")
+DIST_MINE = "lafuse-dask"
+
+
+def _mb(x: Any) -> str:
+    v = num(x)
+    return "-" if v is None else sig3(v / 1e6)
+
+
+def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
+    """The distributed section (benchmarks/distributed_bench.py): per workload and size (fits / spills),
+    the warm median of each system with its first run, lafuse on Dask against each of the others, the
+    bytes moved between workers, spilled bytes and tasks, and a verdict against the goal."""
+    rows = [r for r in sec.get("rows") or [] if isinstance(r, dict)]
+    if not rows:
+        return
+    labels = sec.get("system_labels") or {}
+    systems = [k for k in DIST_SYSTEMS if any(k in (r.get("systems") or {}) for r in rows)]
+    notes = Footnotes()
+
+    def lab(k: str) -> str:
+        return cell_text(labels.get(k) or k)
+
+    def name(r: dict[str, Any]) -> str:
+        return f"{cell_text(r.get('title') or r.get('workload') or '-')}, {cell_text(r.get('size') or '-')}"
+
+    def sys_entry(r: dict[str, Any], k: str) -> dict[str, Any]:
+        e = (r.get("systems") or {}).get(k)
+        return e if isinstance(e, dict) else {}
+
+    def tcell(e: dict[str, Any]) -> str:
+        if e.get("skipped"):
+            return "n/a" + notes.mark(str(e["skipped"]))
+        text = sig3(e.get("time"))
+        if num(e.get("warm_median")) is not None and num(e.get("first")) is not None:
+            text += f" ({sig3(e.get('first'))})"
+        return text + flag(e, notes)
+
+    limit = num(sec.get("memory_limit_bytes"))
+    doc.lines += [
+        "", "## Distributed: lafuse on Dask", "",
+        f"`benchmarks/distributed_bench.py` (in `{report_command(sec)}`): one Dask cluster of "
+        f"{sec.get('workers', '-')} worker processes x {sec.get('threads_per_worker', '-')} thread, "
+        f"{cell_text(sec.get('worker_memory') or '-')} each ({_mb(limit)} MB in all), shared by every row. "
+        "Fits: the unfused plan's working set (inputs and the dense intermediates it holds at its peak) "
+        "well under the workers' memory; spills: 2-3x their total. Each system runs the algorithm "
+        "several times in one process: the time is the median of the runs after the first (s), the "
+        "first run in parentheses (compilation, JIT, Spark context); a time without parentheses is a "
+        "process's only run (the spilling rows of make bench: one run each), first-run costs included. lafuse and dask.array scatter their "
+        "inputs from their process inside the timed region; SystemDS reads its binary files inside it. "
+        "SystemDS runs on a local Spark master in its own JVM "
+        f"(`-exec spark` with -Xmx{cell_text((sec.get('sds_heaps') or {}).get('spark', '-'))}, "
+        f"`-exec hybrid` with -Xmx{cell_text((sec.get('sds_heaps') or {}).get('hybrid', '-'))}). "
+        "⚠ marks a result that differs from lafuse local's or a failed run. "
+        "Goal: lafuse on Dask faster than SystemDS on Spark (both modes) and than dask.array on every "
+        "row, and within 2x of lafuse local where the data fits.", ""]
+    head = ["workload", "data", "working set MB (x limit)"] + [lab(k) for k in systems]
+    cells = []
+    for r in rows:
+        ws = r.get("working_set_bytes")
+        cells.append([name(r), cell_text(r.get("shape_str") or "-") + (f"; {cell_text(r['note'])}" if r.get("note") else ""),
+                      f"{_mb(ws)} ({sig3(r.get('working_set_x_limit'))})"]
+                     + [tcell(sys_entry(r, k)) for k in systems])
+    doc.lines += ["Time in s, warm median (first run), or the only run:", ""] + table(head, cells)
+    others = [k for k in systems if k != DIST_MINE]
+    ratio_rows = []
+    for r in rows:
+        mine = sys_entry(r, DIST_MINE)
+        base = num(mine.get("time")) if not failed_check(mine) else None
+        row = [name(r)]
+        for k in others:
+            e = sys_entry(r, k)
+            t = num(e.get("time"))
+            row.append("-" if base is None or t is None or failed_check(e) else sig3(base / max(t, 1e-12)))
+        ratio_rows.append(row + [cell_text(r.get("verdict") or "-")])
+    doc.lines += ["", f"{lab(DIST_MINE)} time as x of each system's (below 1: lafuse on Dask faster; goal: "
+                  "below 1 against dask.array and SystemDS, at most 2 against lafuse local where the data fits):",
+                  ""] + table(["workload"] + [lab(k) for k in others] + ["verdict"], ratio_rows)
+
+    def ccell(e: dict[str, Any], k: str) -> str:
+        c = e.get("counts") or {}
+        if e.get("skipped") or not c:
+            return "-"
+        if str(e.get("check") or "").startswith("ERROR"):
+            return "failed"
+        if k.startswith("sds"):
+            if not num(c.get("spark_started")):
+                return "no Spark job"
+            return (f"{_mb(c.get('shuffle_write_bytes'))} / {_mb(c.get('disk_spilled_bytes'))} / "
+                    f"{count(c.get('tasks'))}")
+        text = f"{_mb(c.get('moved_bytes'))} / {_mb(c.get('spilled_bytes'))} / {count(c.get('tasks'))}"
+        if c.get("restarted"):
+            text += " ⚠ worker restarted"
+        return text
+
+    counted = [k for k in systems if k != "lafuse-local"]
+    doc.lines += ["", "Per run: MB moved between workers / MB spilled to disk / tasks. Dask: from the "
+                  "workers' counters (worker-to-worker fetches in their transfer logs; the client's scatters "
+                  "and gathers are not in them), spill as the workers' disk-write bytes, tasks executed. "
+                  "SystemDS: from Spark's event log, shuffle bytes written / disk bytes spilled / tasks "
+                  "(broadcasts are not in it; hybrid mode often starts no Spark job). Each is the process's "
+                  "total over its runs, divided by the runs.", ""]
+    scat = []
+    for r in rows:
+        c = sys_entry(r, DIST_MINE).get("counts") or {}
+        scat.append(f"{_mb(c.get('scattered_bytes'))}" if num(c.get("scattered_bytes")) is not None else "-")
+    doc.lines += table(["workload"] + [lab(k) for k in counted] + ["lafuse: MB scattered from the client"],
+                       [[name(r)] + [ccell(sys_entry(r, k), k) for k in counted] + [scat[i]]
+                        for i, r in enumerate(rows)])
+    tops = [(name(r), cell_text("; ".join(str(x) for x in sys_entry(r, DIST_MINE).get("top") or [])))
+            for r in rows if sys_entry(r, DIST_MINE).get("top")]
+    if tops:
+        doc.lines += ["", f"{lab(DIST_MINE)}, heavy hitters (instruction x count) and its `--stats` Dask line "
+                      "(over all runs of the process):", ""] + table(["workload", "top instructions"],
+                                                                     [list(t) for t in tops])
+    met = sum(1 for r in rows if str(r.get("verdict") or "").startswith("met"))
+    doc.lines += ["", f"Goal met on {met} of {len(rows)} rows; section time {sig3(sec.get('seconds'))} s."]
+    doc.lines += notes.lines()
+
+
+def report_command(sec: dict[str, Any]) -> str:
+    return cell_text(sec.get("command") or "make bench")
 
 
 def newest_results() -> Path:

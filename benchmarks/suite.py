@@ -7,13 +7,15 @@ with codegen off and on (operation time inside the script, and whole-process wal
 numexpr where it applies; JAX ``jit`` on the CPU in float64; a hand-written Numba kernel (micro only);
 and the bandwidth limit (bytes that must be read, times the passes an algorithm makes over its data, over
 the read bandwidth ``lafuse calibrate`` measured). A system that cannot run a benchmark is listed with the
-reason. How each is timed: ``harness.py``.
+reason. How each is timed: ``harness.py``. Then the distributed section (``distributed_bench.py``: lafuse
+local and on Dask, dask.array and SystemDS on a local Spark master, at sizes that fit in the workers'
+memory and that spill; ``--no-distributed`` leaves it out).
 
 Output: ``benchmarks/results/bench-<timestamp>.json`` and the report regenerated from it
 (``docs/benchmarks.md`` with PNG plots in ``docs/benchmarks/``, ``report.py``).
 
     .venv/bin/python benchmarks/suite.py [--quick] [--reps N] [--inner K] [--only NAME ...] [--no-systemds]
-        [--json PATH] [--no-report]
+        [--no-distributed] [--json PATH] [--no-report]
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=None, metavar="NAME",
                     help="benchmarks, algorithms or groups (micro, algorithm) to run; repeatable or comma list")
     ap.add_argument("--no-systemds", action="store_true", help="leave SystemDS out")
+    ap.add_argument("--no-distributed", action="store_true",
+                    help="leave out the distributed section (distributed_bench.py: lafuse on Dask, dask.array and "
+                         "SystemDS on local Spark; --only distributed runs it alone)")
     ap.add_argument("--sds-heap", default=None, help="SystemDS JVM -Xmx (default quick 4g, full 16g)")
     ap.add_argument("--json", default=None, help="results file (default benchmarks/results/bench-<timestamp>.json)")
     ap.add_argument("--no-report", action="store_true", help="do not regenerate docs/benchmarks.md")
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo and "startup" not in (only or set()):
+    if not todo and not {"startup", "distributed"} & (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -212,6 +217,15 @@ def main(argv: list[str] | None = None) -> int:
             report["startup"] = startup.measure(runs=10 if a.quick else 20)
         for r in report["startup"]:
             console.print(f"start-up {r['script']}: x{r['ratio_median']:.2f} of import numpy")
+    if not a.no_distributed and (only is None or "distributed" in only):
+        import distributed_bench
+
+        with console.status("distributed") as status:
+            report["distributed"] = distributed_bench.run_section(
+                a.quick, systemds=not a.no_systemds, progress=lambda msg: status.update(f"distributed: {msg}"))
+        report["distributed"]["command"] = report["command"]
+        for r in report["distributed"]["rows"]:
+            console.print(distributed_bench.summary_line(r))
     report["total_seconds"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
     import json
@@ -226,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"report: {md}")
     failed = [(e["name"], k, s["check"][:60]) for e in report["benchmarks"] for k, s in e["systems"].items()
               if s["check"] not in ("ok", "-")]
+    # distributed rows: a wrong lafuse result fails the suite; an error is a finding of the report (the
+    # Dask runtime does not implement every operator yet), as is another system's wrong result
+    failed += [(r["name"], k, s["check"][:60]) for r in (report.get("distributed") or {}).get("rows", [])
+               for k, s in r["systems"].items() if k.startswith("lafuse") and s["check"].startswith("MISMATCH")]
     if failed:
         console.print(f"[bold red]failed or wrong results (in the report): {failed}[/]")
     # the suite fails on lafuse's errors and on anyone's wrong results; another system's crash is a

@@ -1,0 +1,788 @@
+"""The distributed section of the benchmark suite (not ``distributed.py``: that name would shadow the
+``distributed`` package for every script in this directory): GNMF, L2SVM, ALS-CG and ``sum(X * log(U %*% t(V) +
+1e-15))`` at a size that fits in the workers' memory and at one that spills (the unfused plan's working
+set 2-3x the two workers' total memory limit), side by side:
+
+- lafuse local (``lafuse run``, the default local runtime);
+- lafuse on Dask (``lafuse run --exec dask --scheduler ADDR`` on the shared cluster);
+- a hand-written ``dask.array`` version of the same algorithm (unfused, ``da.dot``, dense chunks:
+  SciPy chunks compute ``X * dense`` as a product and fail in ``@`` and reductions, and pydata sparse's
+  ``.sum()`` reaches a distributed client as 0.0), run by this file in a process of its own
+  (``--dask-array``) on the same cluster;
+- SystemDS 3.4 on a local Spark master (``-exec spark``, and ``-exec hybrid`` with a small heap;
+  ``sds_spark.py`` sets it up).
+
+One LocalCluster of 2 worker processes x 1 thread (``--worker-memory`` each) serves every row. Every
+system starts from its inputs in its own process's memory (lafuse and dask.array scatter them to the
+workers inside the timed region; SystemDS reads its binary files, lazily, inside it too). Each process
+runs the algorithm ``inner`` times in a loop and prints each run's time: the first run (compilation, JIT,
+Spark context) is reported apart, the others give the warm median. Measured per process, from the
+workers (``client.run``): bytes moved between workers (the ``transfer_incoming_log`` of every worker:
+worker-to-worker fetches only; the client's scatters and gathers are not in it), spilled bytes (each
+worker's SpillBuffer ``disk-write`` bytes) and tasks executed; for SystemDS, Spark's event log (tasks,
+shuffle bytes, spilled bytes). Counts are per run (the process's total over its runs). Every result is
+checked against lafuse local's.
+
+    .venv/bin/python benchmarks/distributed_bench.py [--quick] [--only gnmf,outer-log] [--sizes fits,spills]
+        [--worker-memory 256MiB] [--no-systemds] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import algorithms  # noqa: E402
+from harness import (  # noqa: E402
+    DataSet,
+    Workload,
+    csr,
+    lafuse_env,
+    parse_script_output,
+    rel_diff,
+    wait_deferred,
+    write_lafuse,
+)
+
+REL_TOL = 1e-6  # iterative algorithms amplify rounding differences (reduction order, BLAS, block sums)
+WORKERS = 2
+DEFAULT_WORKER_MEMORY = "256MiB"
+TIMEOUT = 300.0  # s per process (quick: QUICK_TIMEOUT)
+QUICK_TIMEOUT = 150.0
+SYSTEMS = ("lafuse-local", "lafuse-dask", "dask-array", "sds-spark", "sds-hybrid")
+SYSTEM_LABELS = {"lafuse-local": "lafuse local", "lafuse-dask": "lafuse on Dask", "dask-array": "dask.array",
+                 "sds-spark": "SystemDS -exec spark", "sds-hybrid": "SystemDS -exec hybrid"}
+SCATTER_BATCH = 32 * 2 ** 20  # bytes per scatter call of the dask.array versions
+DATA_VERSION = 1  # bump when a generator changes: cached data sets are keyed by it
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads: DML (lafuse, SystemDS) and the same arithmetic in dask.array
+# ---------------------------------------------------------------------------------------------
+
+OUTER_LOG_DML = "r1 = sum(X * log(U %*% t(V) + 1e-15))\n"
+
+
+@dataclass(frozen=True)
+class DistWorkload:
+    key: str
+    title: str
+    dml: str  # with 1:ITER and 1:CG
+    inputs: tuple[str, ...]
+    gen: Callable[[np.random.Generator, int, int], dict[str, Any]]
+    dask: Callable[[Any, dict[str, Any], int, int, int], tuple[float, ...]]  # (client, arrays, bs, iters, cg)
+    sizes: dict[str, tuple[int, int]]  # "fits" / "spills" -> (n, m)
+    working_set: Callable[[dict[str, Any]], int]  # bytes the unfused plan holds at its peak
+    iters: int = 1
+    cg: int = 1
+    n_out: int = 1
+    bs: int = 1000  # block (chunk) size: lafuse's block_size and dask.array's chunks
+    note: str = ""
+
+    def body(self) -> str:
+        return self.dml.replace("1:ITER", f"1:{self.iters}").replace("1:CG", f"1:{self.cg}")
+
+    def workload(self, size: str) -> Workload:
+        return Workload(f"{self.key}-{size}", self.title, f"dist-{self.key}-{size}", list(self.inputs),
+                        self.body(), "scalars", numpy=lambda a: None, numba=None, n_out=self.n_out,
+                        group="distributed", size=size, algorithm=self.title, passes=self.iters,
+                        rel_tol=REL_TOL)
+
+
+def _dyadic(rng: np.random.Generator, lo: int, hi: int, shape: tuple[int, int]) -> np.ndarray:
+    """Values k/16: exact and short as text (SystemDS reads the same numbers lafuse reads)."""
+    return rng.integers(lo, hi, size=shape).astype(np.float64) / 16
+
+
+def _sparse_counts(rng: np.random.Generator, n: int, m: int, density: float) -> sp.csr_array:
+    """Integer counts 1..4 at ``density``, every row and column non-empty (a factor's column driven to
+    zero would give 0/0 in the dense semantics)."""
+    k = max(n, m)
+    cover = sp.coo_array((np.ones(k), (np.arange(k) % n, np.arange(k) % m)), shape=(n, m))
+    X = csr(sp.random_array((n, m), density=density, format="csr", rng=rng) + cover)
+    X.data = np.floor(1 + 4 * np.minimum(X.data, 0.999))
+    return X
+
+
+def _gen_gnmf(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
+    return {"X": _sparse_counts(rng, n, m, 0.01), "W0": _dyadic(rng, 8, 24, (n, 10)),
+            "H0": _dyadic(rng, 8, 24, (10, m))}
+
+
+def _gen_alscg(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
+    return {"X": _sparse_counts(rng, n, m, 0.01), "U0": _dyadic(rng, -8, 9, (n, 20)),
+            "V0": _dyadic(rng, -8, 9, (m, 20))}
+
+
+def _gen_outer(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
+    return {"X": _sparse_counts(rng, n, m, 0.01), "U": _dyadic(rng, 1, 17, (n, 50)),
+            "V": _dyadic(rng, 1, 17, (m, 50))}
+
+
+def _gen_l2svm(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
+    X = np.rint(4 * rng.normal(size=(n, m)))
+    score = X @ rng.normal(size=(m, 1)) + 2 * rng.normal(size=(n, 1))
+    return {"X": X, "y": np.where(score > 0, 1.0, -1.0)}
+
+
+def _nbytes(a: Any) -> int:
+    return int(a.data.nbytes + a.indices.nbytes + a.indptr.nbytes) if sp.issparse(a) else int(a.nbytes)
+
+
+def _inputs(a: dict[str, Any]) -> int:
+    return sum(_nbytes(v) for v in a.values())
+
+
+def _two_dense(a: dict[str, Any]) -> int:
+    """Inputs plus two dense n x m intermediates (U %*% t(V) and the element-wise result computed
+    from it: the peak of an unfused plan, each consumer freeing its input)."""
+    n, m = a["X"].shape
+    return _inputs(a) + 2 * 8 * n * m
+
+
+# dask.array versions ------------------------------------------------------------------------------
+
+def _scatter(client: Any, a: Any, rows: int, cols: int) -> Any:
+    """A dask.array of ``a``'s blocks scattered to the workers from this process (as lafuse's
+    scatter does; ``da.from_array`` would ship the whole array through the graph). Sparse inputs as
+    dense blocks."""
+    import dask.array as da
+
+    n, m = a.shape
+    rb = [min(rows, n - i) for i in range(0, n, rows)]
+    cb = [min(cols, m - j) for j in range(0, m, cols)]
+    keys, parts = [], []
+    for bi, i in enumerate(range(0, n, rows)):
+        for bj, j in enumerate(range(0, m, cols)):
+            b = a[i:i + rows, j:j + cols]
+            parts.append(b.toarray() if sp.issparse(b) else np.array(b))
+            keys.append((bi, bj))
+    futs: list[Any] = []
+    step = max(2, 2 * (SCATTER_BATCH // max(1, 2 * parts[0].nbytes)))  # even: both workers alike
+    for k in range(0, len(parts), step):  # one message per worker per batch: never one of all its blocks
+        futs += client.scatter(parts[k:k + step], hash=False)
+    name = "input-" + uuid.uuid4().hex
+    return da.Array({(name, *k): f for k, f in zip(keys, futs)}, name, chunks=(tuple(rb), tuple(cb)),
+                    dtype=np.float64)
+
+
+class SyncClient:
+    """What the dask.array versions ask of a client, on dask's single-process scheduler (no cluster:
+    the test of tests/bench checks their numbers with it)."""
+
+    def scatter(self, parts: list[Any], hash: bool = False) -> list[Any]:  # noqa: A002 - Client's name
+        return list(parts)
+
+    def persist(self, xs: list[Any]) -> list[Any]:
+        import dask
+
+        return list(dask.persist(*xs, scheduler="synchronous"))
+
+    def compute(self, x: Any, sync: bool = True) -> Any:
+        import dask
+
+        if isinstance(x, list):
+            return list(dask.compute(*x, scheduler="synchronous"))
+        return dask.compute(x, scheduler="synchronous")[0]
+
+
+def _persist(client: Any, *xs: Any) -> Any:
+    out = client.persist(list(xs))
+    return out if len(xs) > 1 else out[0]
+
+
+def dask_gnmf(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
+    import dask.array as da
+
+    X = _scatter(client, a["X"], bs, bs)
+    W = _scatter(client, a["W0"], bs, a["W0"].shape[1])
+    H = _scatter(client, a["H0"], a["H0"].shape[0], bs)
+    for _ in range(iters):
+        H = _persist(client, H * da.dot(W.T, X) / da.dot(da.dot(W.T, W), H))
+        W = _persist(client, W * da.dot(X, H.T) / da.dot(W, da.dot(H, H.T)))
+    r = client.compute([W.sum(), H.sum(), ((X - da.dot(W, H)) ** 2).sum()], sync=True)
+    return tuple(float(v) for v in r)
+
+
+def dask_l2svm(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
+    """The DML's arithmetic: the n-vectors distributed, the m-vectors and scalars in this process
+    (the line search steers on g and h: computed each step)."""
+    import dask.array as da
+
+    X = _scatter(client, a["X"], bs, a["X"].shape[1])
+    y = _scatter(client, a["y"], bs, 1)
+    m = a["X"].shape[1]
+    reg = 1.0
+    w = np.zeros((m, 1))
+    Xw = da.zeros((a["X"].shape[0], 1), chunks=(X.chunks[0], (1,)))
+    g_old = client.compute(da.dot(X.T, y), sync=True)
+    s = g_old
+    out = 1 - y
+    for _ in range(iters):
+        Xd = _persist(client, da.dot(X, s))
+        wd, dd, step = reg * float(np.sum(w * s)), reg * float(np.sum(s * s)), 0.0
+        for _ii in range(5):
+            out = 1 - y * (Xw + step * Xd)
+            sv = out > 0
+            out = out * sv
+            gs, hs = client.compute([(out * y * Xd).sum(), (Xd * sv * Xd).sum()], sync=True)
+            g = wd + step * dd - float(gs)
+            h = dd + float(hs)
+            step = step - g / h
+        w = w + step * s
+        Xw = _persist(client, Xw + step * Xd)
+        out = 1 - y * Xw
+        out = _persist(client, (out > 0) * out)
+        g_new = client.compute(da.dot(X.T, out * y), sync=True) - reg * w
+        s = (float(np.sum(g_new * g_new)) / float(np.sum(g_old * g_old))) * s + g_new
+        g_old = g_new
+    r2 = client.compute((out * out).sum(), sync=True)
+    return float(np.sum(w)), 0.5 * float(r2) + reg / 2 * float(np.sum(w * w))
+
+
+def _dask_cg(client: Any, G: Any, hessian: Callable[[Any], Any], steps: int) -> Any:
+    S = G * 0
+    R = -G
+    D = R
+    rr = float(client.compute((R * R).sum(), sync=True))
+    for _ in range(steps):
+        HD = _persist(client, hessian(D))
+        alpha = rr / float(client.compute((D * HD).sum(), sync=True))
+        S, R = _persist(client, S + alpha * D, R - alpha * HD)
+        rr_new = float(client.compute((R * R).sum(), sync=True))
+        D = _persist(client, R + (rr_new / rr) * D)
+        rr = rr_new
+    return S
+
+
+def dask_alscg(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
+    import dask.array as da
+
+    X = _scatter(client, a["X"], bs, bs)
+    U = _scatter(client, a["U0"], bs, a["U0"].shape[1])
+    V = _scatter(client, a["V0"], bs, a["V0"].shape[1])
+    W = _persist(client, (X != 0).astype(np.float64))
+    for _ in range(iters):
+        G = _persist(client, da.dot(W * da.dot(U, V.T) - X, V) + U)
+        U = _persist(client, U + _dask_cg(client, G, lambda D, V=V: da.dot(W * da.dot(D, V.T), V) + D, cg))
+        G = _persist(client, da.dot((W * da.dot(U, V.T) - X).T, U) + V)
+        V = _persist(client, V + _dask_cg(client, G, lambda D, U=U: da.dot((W * da.dot(U, D.T)).T, U) + D, cg))
+    r = client.compute([U.sum(), V.sum(), ((W * da.dot(U, V.T) - X) ** 2).sum() + (U ** 2).sum()
+                        + (V ** 2).sum()], sync=True)
+    return tuple(float(v) for v in r)
+
+
+def dask_outer_log(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
+    import dask.array as da
+
+    X = _scatter(client, a["X"], bs, bs)
+    U = _scatter(client, a["U"], bs, a["U"].shape[1])
+    V = _scatter(client, a["V"], bs, a["V"].shape[1])
+    return (float(client.compute((X * da.log(da.dot(U, V.T) + 1e-15)).sum(), sync=True)),)
+
+
+WORKLOADS = [
+    DistWorkload("gnmf", "GNMF", algorithms.GNMF_DML, ("X", "W0", "H0"), _gen_gnmf, dask_gnmf,
+                 {"fits": (4000, 2000), "spills": (12000, 6000)}, _two_dense, iters=3, n_out=3,
+                 note="X sparse 0.01, rank 10"),
+    DistWorkload("l2svm", "L2SVM", algorithms.L2SVM_DML, ("X", "y"), _gen_l2svm, dask_l2svm,
+                 {"fits": (50000, 100), "spills": (1_250_000, 100)},
+                 lambda a: _inputs(a) + 10 * 8 * a["X"].shape[0], iters=3, n_out=2, bs=10000,
+                 note="X dense; blocks 10000 x 100"),
+    DistWorkload("alscg", "ALS-CG", algorithms.ALSCG_DML, ("X", "U0", "V0"), _gen_alscg, dask_alscg,
+                 {"fits": (2000, 2000), "spills": (8000, 8000)}, _two_dense, iters=1, cg=2, n_out=3,
+                 note="X sparse 0.01, rank 20, 2 CG steps per factor"),
+    DistWorkload("outer-log", "sum(X*log(U%*%t(V)+1e-15))", OUTER_LOG_DML, ("X", "U", "V"), _gen_outer,
+                 dask_outer_log, {"fits": (3000, 3000), "spills": (9000, 9000)}, _two_dense,
+                 note="X sparse 0.01, rank 50"),
+]
+BY_KEY = {w.key: w for w in WORKLOADS}
+SIZES = ("fits", "spills")
+
+
+# ---------------------------------------------------------------------------------------------
+# data: generated once per machine (keyed by DATA_VERSION), for lafuse and for SystemDS
+# ---------------------------------------------------------------------------------------------
+
+def data_dir() -> Path:
+    from sds_spark import CACHE
+
+    return CACHE / f"distributed-data-v{DATA_VERSION}"
+
+
+def dataset(w: DistWorkload, size: str, sds: bool) -> DataSet:
+    """The inputs of a row, from the cache directory if there (NumPy/SciPy files for lafuse, SystemDS
+    binary if ``sds``); generated and written otherwise."""
+    n, m = w.sizes[size]
+    name = f"{w.key}-{n}x{m}"
+    d = data_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    ds = DataSet(name, {})
+    files = {k: next((p for p in (d / f"{name}-{k}.npz", d / f"{name}-{k}.npy") if p.exists()), d / "-")
+             for k in w.inputs}
+    if all(p.exists() and Path(str(p) + ".mtd").exists() for p in files.values()):
+        for k, p in files.items():
+            ds.arrays[k] = csr(sp.load_npz(p)) if p.suffix == ".npz" else np.load(p)
+            ds.lafuse_files[k] = str(p)
+    else:
+        rng = np.random.default_rng([sum(map(ord, w.key)), n, m, DATA_VERSION])
+        ds.arrays = w.gen(rng, n, m)
+        write_lafuse(ds, d)
+    if sds:
+        sds_files = {k: d / f"{name}-{k}.sds" for k in w.inputs}
+        if not all(p.exists() for p in sds_files.values()):
+            from harness import JavaRunner, write_systemds
+
+            write_systemds([ds], d, JavaRunner("4g"))
+            if ds.sds_convert:
+                for p in sds_files.values():
+                    shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        ds.sds_files = {k: str(p) for k, p in sds_files.items()}
+    return ds
+
+
+# ---------------------------------------------------------------------------------------------
+# the cluster and what its workers count
+# ---------------------------------------------------------------------------------------------
+
+class Cluster:
+    """A scheduler and ``WORKERS`` worker processes x 1 thread (``memory`` each) on the loopback
+    interface, no dashboard, started as ``dask scheduler`` / ``dask worker`` processes of their own:
+    a LocalCluster started here would spawn workers that import this file's modules (the harness's
+    Numba kernels: 130 MB of a 256 MiB worker before any data). The workers' transfer logs are made
+    long enough for a run's worker-to-worker fetches. ``close`` ends both process groups."""
+
+    def __init__(self, memory: str, tmp: Path) -> None:
+        dask_cli = str(Path(sys.executable).with_name("dask"))
+        env = {**os.environ, "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH": "1000000",
+               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
+        sched_file = tmp / "scheduler.json"
+        self.procs: list[subprocess.Popen] = []
+        self.log = open(tmp / "cluster.log", "w")  # noqa: SIM115 - closed in close()
+        try:
+            self.procs.append(subprocess.Popen(
+                [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                 "--scheduler-file", str(sched_file)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                start_new_session=True))
+            end = time.time() + 60
+            while not sched_file.exists() and time.time() < end:
+                time.sleep(0.1)
+            self.procs.append(subprocess.Popen(
+                [dask_cli, "worker", "--scheduler-file", str(sched_file), "--nworkers", str(WORKERS),
+                 "--nthreads", "1", "--memory-limit", memory, "--no-dashboard", "--host", "127.0.0.1",
+                 "--local-directory", str(tmp / "workers")], env=env, stdout=self.log,
+                stderr=subprocess.STDOUT, start_new_session=True))
+            import cloudpickle
+            from distributed import Client
+
+            # the workers cannot import this file: client.run sends its functions by value
+            cloudpickle.register_pickle_by_value(sys.modules[__name__])
+            self.client = Client(scheduler_file=str(sched_file), timeout=60)
+            self.client.wait_for_workers(WORKERS, timeout=120)
+            self.scheduler_address = self.client.scheduler.address
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        import signal
+
+        client = getattr(self, "client", None)
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing: nothing left to report to
+                pass
+        for p in reversed(self.procs):  # workers first, then the scheduler; each its own process group
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                    p.wait(timeout=30)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    p.wait()
+        self.procs = []
+        self.log.close()
+
+
+def _worker_counters(dask_worker: Any) -> dict[str, Any]:
+    spilled = 0.0
+    metrics = getattr(dask_worker.data, "cumulative_metrics", None)
+    if metrics is not None:
+        spilled = float(metrics.get(("disk-write", "bytes"), 0.0))
+    return {"pid": os.getpid(), "incoming": float(sum(e["total"] for e in dask_worker.transfer_incoming_log)),
+            "outgoing": float(dask_worker.transfer_outgoing_bytes_total),
+            "executed": float(dask_worker.state.executed_count), "spilled": spilled}
+
+
+def counters(client: Any) -> dict[str, dict[str, Any]]:
+    return client.run(_worker_counters)
+
+
+def delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Summed over the workers; a worker that restarted (new pid, or gone) counts from zero and is
+    named in ``restarted`` (its bytes before the restart are lost)."""
+    out: dict[str, Any] = {"moved_bytes": 0.0, "outgoing_bytes": 0.0, "tasks": 0.0, "spilled_bytes": 0.0,
+                           "restarted": []}
+    for addr, a in after.items():
+        b = before.get(addr)
+        if b is None or b["pid"] != a["pid"]:
+            out["restarted"].append(addr)
+            b = {k: 0.0 for k in a}
+        out["moved_bytes"] += a["incoming"] - b["incoming"]
+        out["outgoing_bytes"] += a["outgoing"] - b["outgoing"]
+        out["tasks"] += a["executed"] - b["executed"]
+        out["spilled_bytes"] += a["spilled"] - b["spilled"]
+    out["restarted"] += [addr for addr in before if addr not in after]
+    return out
+
+
+def settle(client: Any, timeout: float = 30.0) -> None:
+    """Until the scheduler holds no task of a finished process (its client's release may lag)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0:
+            return
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    system: str
+    first: float | None = None
+    warm: list[float] = field(default_factory=list)
+    wall: float | None = None
+    results: list[float] = field(default_factory=list)
+    error: str | None = None
+    skipped: str | None = None
+    counts: dict[str, Any] = field(default_factory=dict)  # per run
+    counts_extra: dict[str, Any] = field(default_factory=dict)  # lafuse's own --stats counters
+    top: list[str] = field(default_factory=list)
+    check: str = "-"
+
+    def summary(self) -> dict[str, Any]:
+        warm = statistics.median(self.warm) if self.warm else None
+        # the time compared: the warm median, or the only run of a process that ran once
+        return {"first": self.first, "warm": self.warm, "warm_median": warm,
+                "time": warm if warm is not None else self.first, "wall": self.wall,
+                "results": self.results, "error": self.error, "skipped": self.skipped, "counts": self.counts,
+                "top": self.top, "check": self.check}
+
+
+def _from_output(r: Result, stdout: str, stderr: str, rc: int) -> Result:
+    if rc != 0:
+        lines = (stderr or stdout).strip().splitlines() or [f"exit {rc}"]
+        # lafuse's first error line says what failed (the last one only that it is a bug)
+        said = [x for x in lines if x.startswith("lafuse:")]
+        r.error = (said[0] if said else lines[-1])[:240]
+        return r
+    times, r.results = parse_script_output(stdout.splitlines())
+    if times:
+        r.first, r.warm = times[0], times[1:]
+    return r
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+         timeout: float = TIMEOUT) -> tuple[float, str, str, int]:
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        def text(x: Any) -> str:
+            return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+        return time.perf_counter() - t0, text(e.stdout), f"timeout after {timeout:.0f} s", -9
+    return time.perf_counter() - t0, p.stdout, p.stderr, p.returncode
+
+
+def _dask_line(stdout: str) -> list[str]:
+    from harness import heavy_hitters
+
+    top = heavy_hitters(stdout, 5)
+    top += [x.strip() for x in stdout.splitlines() if x.startswith("Dask:")]
+    return top
+
+
+def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, exec_dask: str | None,
+               timeout: float) -> Result:
+    """One ``lafuse run`` process (after an untimed one on the same plan cache, so the timed one is a
+    script's second run, as in the local benchmarks); on Dask with ``--stats`` (its Dask line)."""
+    cfg = tmp / f"lafuse-bs{w.bs}.json"
+    cfg.write_text(json.dumps({"block_size": w.bs}))
+    cache = str(tmp / f"cache-{w.key}")
+    env = lafuse_env(cache)
+    nv = [f"{k}={ds.lafuse_files[k]}" for k in w.inputs]
+    base = [sys.executable, "-m", "lafuse", "run", str(script), "--config", str(cfg)]
+    if exec_dask:
+        base += ["--exec", "dask", "--scheduler", exec_dask, "--stats", "5"]
+    r = Result("lafuse-dask" if exec_dask else "lafuse-local")
+    if not exec_dask:  # the untimed first run (Dask runs reuse the local run's plan cache)
+        _run([*base, "--nvargs", *nv], env, script.parent, timeout)
+        wait_deferred(cache, env)
+    wall, out, err, rc = _run([*base, "--nvargs", *nv], env, script.parent, timeout)
+    wait_deferred(cache, env)
+    r.wall = wall
+    r.top = _dask_line(out) if exec_dask else []
+    m = re.search(r"Dask: tasks submitted (\d+), scattered to the workers (\d+) blocks \(([\d.]+) MiB\), "
+                  r"gathered from them (\d+) blocks \(([\d.]+) MiB\)", out)
+    if m:  # what lafuse itself sent and fetched (the workers' counters see neither)
+        r.counts_extra = {"submitted": float(m.group(1)), "scattered_bytes": float(m.group(3)) * 2 ** 20,
+                          "gathered_bytes": float(m.group(5)) * 2 ** 20}
+    return _from_output(r, out, err, rc)
+
+
+def run_dask_array(w: DistWorkload, ds: DataSet, scheduler: str, inner: int, timeout: float) -> Result:
+    cmd = [sys.executable, str(Path(__file__)), "--dask-array", w.key, "--scheduler", scheduler,
+           "--inner", str(inner), "--bs", str(w.bs), "--iters", str(w.iters), "--cg", str(w.cg),
+           *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]]
+    wall, out, err, rc = _run(cmd, timeout=timeout)
+    r = Result("dask-array", wall=wall)
+    return _from_output(r, out, err, rc)
+
+
+def dask_array_main(key: str, scheduler: str, inner: int, bs: int, iters: int, cg: int, files: list[str]) -> int:
+    """The dask.array process: load the inputs, connect, run ``inner`` times, print T/R lines."""
+    from distributed import Client
+
+    w = BY_KEY[key]
+    arrays: dict[str, Any] = {}
+    for f in files:
+        k, p = f.split("=", 1)
+        arrays[k] = csr(sp.load_npz(p)) if p.endswith(".npz") else np.load(p)
+    with Client(scheduler, timeout=30) as client:
+        for _ in range(inner):
+            t0 = time.perf_counter_ns()
+            res = w.dask(client, arrays, bs, iters, cg)
+            t = time.perf_counter_ns() - t0
+            print(f"T {t}")
+            for v in res:
+                print(f"R {v!r}")
+            sys.stdout.flush()
+    return 0
+
+
+def run_sds(runner: Any, script: Path, ds: DataSet, mode: str, heap: str, tmp: Path, timeout: float) -> Result:
+    r = Result(f"sds-{mode}")
+    x = runner.run(script, ds.sds_files, mode, tmp, heap=heap, timeout=timeout)
+    r.wall, r.error = x.wall, x.error
+    if x.error:
+        return r
+    times, r.results = parse_script_output(x.lines)
+    if times:
+        r.first, r.warm = times[0], times[1:]
+    from harness import heavy_hitters
+
+    r.top = heavy_hitters(x.stdout, 5) + [line.strip() for line in x.stdout.splitlines()
+                                          if line.startswith("Spark trans counts")]
+    r.counts = dict(x.events)
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# the section
+# ---------------------------------------------------------------------------------------------
+
+def _per_run(d: dict[str, Any], runs: int) -> dict[str, Any]:
+    return {k: (v / runs if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """One line against the goal: lafuse on Dask faster than SystemDS on Spark (both modes) and than
+    dask.array, and (data that fits) within 2x of lafuse local; by each system's ``time`` (warm median,
+    or its single run). A system that timed out counts as slower if lafuse on Dask finished sooner."""
+    s = row["systems"]
+
+    def t(k: str) -> float | None:
+        e = s.get(k) or {}
+        return e.get("time") if e.get("check") == "ok" else None
+
+    mine = t("lafuse-dask")
+    if mine is None:
+        check = str((s.get("lafuse-dask") or {}).get("check") or "-")
+        if check.startswith("ERROR"):
+            return "missed: lafuse on Dask failed (" + check.removeprefix("ERROR: ").removeprefix("lafuse: ")[:90] + ")"
+        return f"missed: lafuse on Dask result {check}"
+    missed, unknown = [], []
+    for k in ("sds-spark", "sds-hybrid", "dask-array"):
+        other = t(k)
+        check = str((s.get(k) or {}).get("check") or "")
+        timed_out = re.search(r"timeout after (\d+) s", check)
+        if other is None and timed_out and mine < float(timed_out.group(1)):
+            continue  # it did not finish in the time lafuse on Dask took for all of its runs
+        if other is None:
+            unknown.append(SYSTEM_LABELS[k])
+        elif mine >= other:
+            missed.append(f"{mine / other:.2f}x {SYSTEM_LABELS[k]}")
+    local = t("lafuse-local")
+    if row["size"] == "fits" and local is not None and mine > 2 * local:
+        missed.append(f"{mine / local:.1f}x lafuse local (goal 2x)")
+    text = "met" if not missed else "missed: " + ", ".join(missed)
+    if unknown:
+        text += " (no valid time: " + ", ".join(unknown) + ")"
+    return text
+
+
+def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[str, ...] = SIZES,
+                worker_memory: str = DEFAULT_WORKER_MEMORY, systemds: bool = True, sds_heaps: tuple[str, str] =
+                ("1g", "512m"), progress: Callable[[str], None] = print, timeout: float | None = None) -> dict[str, Any]:
+    """Every row (workload x size) on every system; the section's JSON."""
+    from sds_spark import SparkRunner, Unavailable
+
+    timeout = timeout or (QUICK_TIMEOUT if quick else TIMEOUT)
+    todo = [(w, s) for w in WORKLOADS for s in sizes if only is None or w.key in only]
+    section: dict[str, Any] = {"workers": WORKERS, "threads_per_worker": 1, "worker_memory": worker_memory,
+                               "systems": list(SYSTEMS), "system_labels": SYSTEM_LABELS, "rows": [],
+                               "sds_heaps": {"spark": sds_heaps[0], "hybrid": sds_heaps[1]}, "rel_tol": REL_TOL,
+                               "timeout": timeout, "quick": quick}
+    runner, sds_note = None, ""
+    if not systemds:
+        sds_note = "not run (--no-systemds / --no-distributed-systemds)"
+    else:
+        try:
+            runner = SparkRunner(sds_heaps[0])
+            section["systemds"] = runner.version
+        except Unavailable as e:
+            sds_note = f"unavailable: {e}"
+    section["systemds_note"] = sds_note
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lafuse-dist-") as d:
+        tmp = Path(d)
+        cluster = Cluster(worker_memory, tmp)
+        client = cluster.client
+        section["memory_limit_bytes"] = int(sum(x["memory_limit"]
+                                                for x in client.scheduler_info()["workers"].values()))
+        try:
+            for w, size in todo:
+                t_row = time.perf_counter()
+                progress(f"{w.key} {size}: data")
+                ds = dataset(w, size, runner is not None)
+                # spilling rows once per process in quick mode: a run takes 10-100 s there
+                inner = (3 if size == "fits" else 1) if quick else (5 if size == "fits" else 3)
+                wl = w.workload(size)
+                script = tmp / f"{wl.name}.dml"
+                script.write_text(wl.script(inner, ds))
+                n, m = w.sizes[size]
+                row: dict[str, Any] = {"name": wl.name, "workload": w.key, "title": w.title, "size": size,
+                                       "shape": [n, m], "data": wl.data, "note": w.note, "inner": inner,
+                                       "iters": w.iters, "block_size": w.bs,
+                                       "input_bytes": _inputs(ds.arrays), "working_set_bytes": w.working_set(ds.arrays),
+                                       "shape_str": ds.shape_str(list(w.inputs)), "systems": {}}
+                row["working_set_x_limit"] = row["working_set_bytes"] / section["memory_limit_bytes"]
+                results: dict[str, Result] = {}
+                for system in SYSTEMS:
+                    progress(f"{w.key} {size}: {SYSTEM_LABELS[system]}")
+                    if system.startswith("sds") and runner is None:
+                        results[system] = Result(system, skipped=sds_note)
+                        continue
+                    if system.startswith("sds") and ds.sds_convert:
+                        results[system] = Result(system, skipped=f"conversion failed: {ds.sds_convert}")
+                        continue
+                    settle(client)
+                    before = counters(client)
+                    if system == "lafuse-local":
+                        r = run_lafuse(script, ds, w, tmp, None, timeout)
+                    elif system == "lafuse-dask":
+                        r = run_lafuse(script, ds, w, tmp, cluster.scheduler_address, timeout)
+                    elif system == "dask-array":
+                        r = run_dask_array(w, ds, cluster.scheduler_address, inner, timeout)
+                    else:
+                        mode = system.split("-")[1]
+                        r = run_sds(runner, script, ds, mode, sds_heaps[0 if mode == "spark" else 1], tmp, timeout)
+                    if system in ("lafuse-dask", "dask-array"):
+                        settle(client)
+                        r.counts = {**delta(before, counters(client)), **r.counts_extra}
+                    r.counts = _per_run(r.counts, inner)
+                    results[system] = r
+                ref = results["lafuse-local"].results
+                for r in results.values():
+                    if r.skipped:
+                        r.check = "-"
+                    elif r.error:
+                        r.check = "ERROR: " + r.error
+                    elif not r.results:
+                        r.check = "no result"
+                    elif not ref:
+                        r.check = "no reference (lafuse local failed)"
+                    else:
+                        rd = rel_diff(tuple(r.results), tuple(ref))
+                        r.check = "ok" if rd <= REL_TOL else f"MISMATCH rel {rd:.1e}"
+                    row["systems"][r.system] = r.summary()
+                row["verdict"] = verdict(row)
+                row["seconds"] = time.perf_counter() - t_row
+                section["rows"].append(row)
+                progress(summary_line(row))
+        finally:
+            cluster.close()
+    section["seconds"] = time.perf_counter() - t_start
+    return section
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    parts = []
+    for k, e in row["systems"].items():
+        if e["skipped"]:
+            continue
+        t = e["time"]
+        parts.append(f"{k} {'-' if t is None else f'{t * 1e3:.4g}'}" + ("" if e["check"] == "ok" else f" [{e['check'][:50]}]"))
+    return f"{row['name']} ({row['seconds']:.0f} s) ms: " + ", ".join(parts) + f" -> {row['verdict']}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer runs per process (make bench)")
+    ap.add_argument("--only", action="append", default=None, help="workloads: " + ", ".join(BY_KEY))
+    ap.add_argument("--sizes", default="fits,spills")
+    ap.add_argument("--worker-memory", default=DEFAULT_WORKER_MEMORY)
+    ap.add_argument("--no-systemds", action="store_true")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help=f"s per process (default quick {QUICK_TIMEOUT:.0f}, else {TIMEOUT:.0f})")
+    ap.add_argument("--json", default=None, help="write the section's JSON here")
+    ap.add_argument("--dask-array", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--scheduler", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--inner", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--bs", type=int, default=1000, help=argparse.SUPPRESS)
+    ap.add_argument("--iters", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--cg", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("files", nargs="*", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.dask_array:
+        return dask_array_main(a.dask_array, a.scheduler, a.inner, a.bs, a.iters, a.cg, a.files)
+    only = {n for x in a.only for n in x.split(",")} if a.only else None
+    sec = run_section(a.quick, only, tuple(a.sizes.split(",")), a.worker_memory, not a.no_systemds,
+                      timeout=a.timeout or (QUICK_TIMEOUT if a.quick else TIMEOUT))
+    text = json.dumps(sec, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    if a.json:
+        Path(a.json).write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

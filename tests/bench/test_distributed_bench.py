@@ -1,0 +1,69 @@
+"""The distributed section (benchmarks/distributed_bench.py) compares lafuse's DML with a hand-written
+dask.array version of each workload: at a tiny size the two must compute the same numbers, or a faster
+dask.array row in docs/benchmarks.md could be another computation. dask.array runs on dask's
+single-process scheduler here (no cluster); no timing is asserted."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import distributed_bench as db  # noqa: E402
+from harness import DataSet, parse_script_output, rel_diff, write_lafuse  # noqa: E402
+
+PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
+TINY = {"gnmf": (60, 40), "l2svm": (300, 12), "alscg": (50, 40), "outer-log": (50, 40)}
+
+
+@pytest.mark.parametrize("w", db.WORKLOADS, ids=lambda w: w.key)
+def test_dml_and_dask_array_agree(w: db.DistWorkload, tmp_path: Path) -> None:
+    n, m = TINY[w.key]
+    w = dataclasses.replace(w, sizes={"fits": (n, m), "spills": (n, m)}, bs=16)  # several blocks each way
+    ds = DataSet("tiny", w.gen(np.random.default_rng(7), n, m))
+    write_lafuse(ds, tmp_path)
+    script = tmp_path / "w.dml"
+    script.write_text(w.workload("fits").script(1, ds))
+    env = {**os.environ, "LAFUSE_PROFILE": str(PROFILE)}
+    p = subprocess.run([sys.executable, "-m", "lafuse", "run", str(script), "--nvargs",
+                        *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    times, dml = parse_script_output(p.stdout.splitlines())
+    assert len(times) == 1 and len(dml) == w.n_out
+    got = w.dask(db.SyncClient(), ds.arrays, w.bs, w.iters, w.cg)
+    assert all(np.isfinite(got)), got  # NaN in both would agree vacuously
+    assert rel_diff(tuple(got), tuple(dml)) <= 1e-9, (got, dml)
+
+
+def test_data_is_exact_as_text() -> None:
+    # SystemDS reads the inputs from text written with %.17g: short dyadic values survive exactly
+    for w in db.WORKLOADS:
+        for name, a in w.gen(np.random.default_rng(1), 40, 30).items():
+            vals = a.data if hasattr(a, "data") and not isinstance(a, np.ndarray) else a.ravel()
+            assert np.array_equal(vals * 16, np.rint(vals * 16)), (w.key, name)
+
+
+def test_verdict_names_each_missed_goal() -> None:
+    def e(t: float | None, check: str = "ok") -> dict:
+        return {"time": t, "check": check}
+
+    row = {"size": "fits", "systems": {"lafuse-local": e(1.0), "lafuse-dask": e(3.0), "dask-array": e(4.0),
+                                       "sds-spark": e(2.0), "sds-hybrid": e(5.0)}}
+    v = db.verdict(row)
+    assert v.startswith("missed") and "SystemDS -exec spark" in v and "lafuse local" in v
+    assert "dask.array" not in v
+    row["size"] = "spills"
+    row["systems"]["sds-spark"] = e(9.0)
+    assert db.verdict(row) == "met"
+    row["systems"]["dask-array"] = e(None, "ERROR: timeout after 150 s")
+    assert db.verdict(row) == "met"  # it did not finish in 150 s, lafuse on Dask took 3
+    row["systems"]["lafuse-dask"] = e(None, "ERROR: x")
+    assert db.verdict(row).startswith("missed: lafuse on Dask failed")
