@@ -117,15 +117,18 @@ def applicable(method: str, p: Product, bs: int) -> bool:
     block each (one output block) with a w of X's rows or one row; ZIPMM one output block (the zip
     over the common dimension); MapMM, CPMM and RMM every product (an mmchain by its products one
     after the other, the last by that strategy)."""
+    def one(n: int) -> bool:  # a dimension of one block (known)
+        return 0 <= n <= bs
+
     if method == TSMM:
-        return p.x is None and ((p.tsmm == LEFT and p.m2[1] <= bs) or (p.tsmm == RIGHT and p.m1[0] <= bs))
+        return p.x is None and ((p.tsmm == LEFT and one(p.m2[1])) or (p.tsmm == RIGHT and one(p.m1[0])))
     if method == MAPMMCHAIN:
         if p.x is None or p.v is None:
             return False
-        w_ok = p.w is None or (p.w[1] <= bs and p.w[0] in (p.x[0], 1))
-        return p.x[1] <= bs and p.v[1] <= bs and w_ok
+        w_ok = p.w is None or (one(p.w[1]) and p.w[0] in (p.x[0], 1))
+        return one(p.x[1]) and one(p.v[1]) and w_ok
     if method == ZIPMM:
-        return p.m1[0] <= bs and p.m2[1] <= bs
+        return one(p.m1[0]) and one(p.m2[1])
     return method in (MAPMM_L, MAPMM_R, CPMM, RMM)
 
 

@@ -355,6 +355,8 @@ def test_cpmm_or_rmm_by_the_cost_formulas():
     assert S.select(sq, 1000, 2, none) == S.CPMM
     assert S.select(sq, 1000, 8, none) == S.RMM
     assert S.select(S.Product((-1, 5000, -1), (5000, 5000, -1)), 1000, 8, GIB) == S.CPMM  # unknown dims
+    assert S.select(S.Product((-1, 5000, -1), (5000, 10, -1), tleft=True), 1000, 8, 1.0) == S.CPMM  # (no ZIPMM)
+    assert S.select(S.Product((5000, 100, -1), (100, -1, -1), tsmm=S.LEFT), 1000, 8, 1.0) == S.CPMM  # (no TSMM)
 
 
 def test_forcing_applies_only_where_the_strategy_fits():
