@@ -2,19 +2,21 @@
 (paper 003; SystemDS's optFindMMultMethodSpark): TSMM, MapMMChain, MapMM left/right (broadcast),
 ZIPMM, CPMM, RMM. The Dask backend (runtime.dask.matmul) implements each.
 
-The strategies differ in what moves between workers, not in the values they compute: every one
-sums the block products of an output block in the order of the common dimension's blocks.
+The strategies differ in what moves between workers, not in what they compute: every one sums the
+block products of an output block in the order of the common dimension's blocks (values equal up to
+the grouping of those sums).
 
 - TSMM: ``t(X) %*% X`` (or ``X %*% t(X)``) with one output block: a task per block of X multiplies
-  it with itself, one task sums the partials; X is read once and nothing else moves.
+  it with itself, the partials are summed; X is read once and nothing else moves.
 - MapMMChain: ``t(X) %*% (w * (X %*% v))`` with X one column block: v is broadcast, a task per row
-  block of X does the whole chain on it (w zipped by row block), one task sums; one pass over X.
+  block of X does the whole chain on it (w zipped by row block), the partials are summed; one pass
+  over X.
 - MapMM left/right: the smaller operand, when it fits a task's broadcast budget, is sent once to
   every worker; a task per output block reads the other operand's blocks where they are.
 - ZIPMM: ``t(X) %*% y`` with X and y one column block each: their row blocks zipped, a partial
-  product each, one task sums (no transpose of X, no shuffle).
+  product each, summed (no transpose of X, no shuffle).
 - CPMM: a task per block of the common dimension k multiplies A's column strip with B's row strip
-  (the cross product of k), then a task per output block sums the partials.
+  (the cross product of k), then the partials (each of C's size) are summed.
 - RMM: a task per output block receives A's row strip and B's column strip (each input block is
   replicated to every task of its row or column of C).
 

@@ -176,9 +176,10 @@ def _counting(be, monkeypatch) -> Counter:
 @pytest.mark.parametrize("sparse", [False, True])
 def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, monkeypatch):
     """A = 17 x 23, B = 23 x 12 at 5 x 5 blocks (I = 4, K = 5, J = 3): RMM and MapMM a task per output
-    block (MapMM one more to pack a broadcast operand of several blocks), CPMM one per k and one per
-    output block; ZIPMM and TSMM (one output block) one per k and a sum; MapMMChain one per row block
-    of X and a sum. Every result equals NumPy's."""
+    block (MapMM one more to pack a broadcast operand of several blocks), CPMM one per k, a sum of the
+    partial grids and one per output block; ZIPMM and TSMM (one output block) one per k and a sum;
+    MapMMChain one per row block of X and a sum; 19 partials are summed 8 at a time (3 sums, then
+    one). Every result equals NumPy's."""
     from lafuse.runtime.dask import matmul
 
     be = _backend(dask_scheduler, 5)
@@ -191,8 +192,8 @@ def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, m
         (S.RMM, False, False, da, db, na @ nb, {"mm_sum": 12}),
         (S.MAPMM_L, False, False, da, db, na @ nb, {"pack": 1, "mm_sum": 12}),
         (S.MAPMM_R, False, False, da, db, na @ nb, {"pack": 1, "mm_sum": 12}),
-        (S.CPMM, False, False, da, db, na @ nb, {"cross": 5, "pick_sum": 12}),
-        (S.CPMM, True, False, db, dx, nb.T @ nx, {"cross": 5, "pick_sum": 3}),
+        (S.CPMM, False, False, da, db, na @ nb, {"cross": 5, "sum_grids": 1, "pick": 12}),
+        (S.CPMM, True, False, db, dx, nb.T @ nx, {"cross": 5, "sum_grids": 1, "pick": 3}),
         (S.ZIPMM, True, False, dx, dw, nx.T @ w, {"mm_sum": 5, "sum_all": 1}),
         (S.TSMM, True, False, dx, dx, nx.T @ nx, {"self_product": 5, "sum_all": 1}),
     ]
@@ -213,6 +214,12 @@ def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, m
     seen.clear()  # the chain's transposed form, and RMM where a strategy does not fit the operands
     got = be.collect(matmul.mmchain(be, S.MAPMMCHAIN, False, True, dx, dv, dw))
     np.testing.assert_allclose(_dense(got), (nx @ v * w).T @ nx, rtol=1e-9, atol=1e-12)
+    tall = be.scatter(mk(95, 4))  # 19 row blocks
+    seen.clear()
+    got = be.collect(matmul.product(be, S.TSMM, True, False, tall, tall))
+    nt = _dense(be.collect(tall))
+    np.testing.assert_allclose(_dense(got), nt.T @ nt, rtol=1e-9, atol=1e-12)
+    assert dict(seen) == {"self_product": 19, "sum_all": 3 + 1}
     wide, v7 = mk(23, 7), RNG.standard_normal((7, 1))  # X two column blocks: no MapMMChain; X %*% v by RMM,
     dwide, dv7 = be.scatter(wide), be.scatter(v7)  # w * q, then t(X) %*% q by RMM
     seen.clear()

@@ -1,17 +1,19 @@
 """Distributed matrix products, one function per strategy of plan.mmstrategy (SystemDS's Spark
 strategies, paper 003): what each moves between workers is in that module's docstring.
 
-Every strategy sums the block products of an output block in the order of the common dimension's
-blocks, with the local runtime's kernels on whole blocks (``%*%``, ``+``, ``*``), so all of them give
-the same values, and the local result up to the order of the sums. An operand read transposed in
-place (``ins.transposed``) is never transposed as a distributed matrix: a task transposes the blocks
-it multiplies (a CSR block's transpose is a CSC view, as locally). An mmchain (``ins.chain``) runs
-as MapMMChain where that applies, else as its products one after the other, the last by the chosen
-strategy.
+Every strategy computes the block products of an output block with the local runtime's kernels
+on whole blocks (``%*%``, ``+``, ``*``) and sums them in the order of the common dimension's blocks
+(a tree of consecutive groups where partials are summed apart), so all of them give the local result
+up to the order of the sums. An operand read transposed in place (``ins.transposed``) is never
+transposed as a distributed matrix: a task transposes the blocks it multiplies (a CSR block's
+transpose is a CSC view, as locally). An mmchain (``ins.chain``) runs as MapMMChain where that
+applies, else as its products one after the other, the last by the chosen strategy.
 
-Task counts: a task per output block (RMM, MapMM), per block of the common dimension plus one sum
-(TSMM, ZIPMM, MapMMChain), per block of the common dimension plus one per output block (CPMM); a
-broadcast operand of several blocks adds one task that packs them into a single value.
+Task counts: a task per output block (RMM, MapMM, a broadcast operand of several blocks one more
+that packs it into a single value); per block of the common dimension plus the sums of the partials
+(TSMM, ZIPMM, MapMMChain: one output block), and for CPMM one more per output block. Partials are
+summed FAN_IN at a time: a single task summing every partial would hold them all at once (a TSMM over
+a thousand row blocks: a thousand output blocks on one worker).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from lafuse.runtime.local.kernels import KERNELS
 
 if TYPE_CHECKING:
     from lafuse.runtime.dask.backend import DaskBackend
+
+FAN_IN = 8  # partials one task sums: its memory is FAN_IN partials, the tree adds ~1/7 of their number in tasks
 
 
 def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
@@ -171,30 +175,31 @@ def mapmm_r(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
 
 def cpmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
     """SystemDS's CPMM: a task per block k of the common dimension multiplies A[:, k] with B[k, :]
-    (the cross product: every partial C_k[i, j] = A[i, k] %*% B[k, j]), then a task per output block
-    sums its partials in k order. A worker fetches each partial once for all its summing tasks (the
-    SystemDS shuffle of n1 partial results)."""
+    (the cross product: every partial C_k[i, j] = A[i, k] %*% B[k, j]), the partials (each C's size,
+    SystemDS's n1 partial results) are summed block by block FAN_IN at a time in k order, and a task
+    per output block takes its block of the sum."""
     partials = []
     for k in range(a.ncb):
         col = [a.block(i, k) for i in range(a.nrb)]
         row = [b.block(k, j) for j in range(b.ncb)]
         partials.append(be.submit(cross, a.t, b.t, a.nrb, *col, *row))
-    out = {(i, j): be.submit(pick_sum, (i, j), *partials) for i in range(a.nrb) for j in range(b.ncb)}
+    total = _sum(be, partials, sum_grids)
+    out = {(i, j): be.submit(pick, (i, j), total) for i in range(a.nrb) for j in range(b.ncb)}
     return _result(be, a, b, out)
 
 
 def zipmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
     """SystemDS's ZIPMM (``t(X) %*% y``, one output block): A's and B's blocks along the common
     dimension zipped, a task per pair multiplies them where they are (X's transpose only per block),
-    one task sums the partials in order."""
+    the partials summed in order (``_sum``)."""
     parts = [be.submit(mm_sum, a.t, b.t, None, a.block(0, k), b.block(k, 0)) for k in range(a.ncb)]
     return _result(be, a, b, {(0, 0): _sum(be, parts)})
 
 
 def tsmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
     """SystemDS's TSMM (``t(X) %*% X`` or ``X %*% t(X)``, one output block): a task per block of X
-    multiplies it with its own transpose (one block read, where it is), one task sums the partials
-    in order."""
+    multiplies it with its own transpose (one block read, where it is), the partials are
+    summed in order (``_sum``)."""
     left = a.t  # t(X) %*% X: over X's row blocks; X %*% t(X): over its column blocks
     x = a.m
     keys = [(k, 0) for k in range(x.nrb)] if left else [(0, k) for k in range(x.ncb)]
@@ -202,8 +207,14 @@ def tsmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
     return _result(be, a, b, {(0, 0): _sum(be, parts)})
 
 
-def _sum(be: DaskBackend, parts: list[Any]) -> Any:
-    return parts[0] if len(parts) == 1 else be.submit(sum_all, *parts)
+def _sum(be: DaskBackend, parts: list[Any], fn: Callable[..., Any] | None = None) -> Any:
+    """The future of the sum of ``parts`` (blocks, or with ``fn`` = sum_grids CPMM's partial grids):
+    consecutive groups of FAN_IN summed by one task each, level by level, so the order of the
+    common dimension is kept and no task holds more than FAN_IN partials."""
+    while len(parts) > 1:
+        parts = [g[0] if len(g) == 1 else be.submit(fn or sum_all, *g)
+                 for g in (parts[n:n + FAN_IN] for n in range(0, len(parts), FAN_IN))]
+    return parts[0]
 
 
 # ---------------------------------------------------------------- mmchain
@@ -246,7 +257,7 @@ def mapmmchain(be: DaskBackend, w_first: bool, transposed: bool, x: Blocked, v: 
                w: Blocked | None) -> Blocked:
     """SystemDS's MapMMChain (X one column block, v one block): v broadcast (its one future, sent once
     to each worker), a task per row block of X computes the whole chain on it (w's matching row block
-    zipped with it, or w's only block where w is one row), one task sums the partials in order."""
+    zipped with it, or w's only block where w is one row), the partials summed in order (``_sum``)."""
     vf = v.blocks[(0, 0)]
     parts = []
     for i in range(x.nrb):
@@ -302,9 +313,14 @@ def cross(ta: bool, tb: bool, nrb: int, *parts: Any) -> dict[tuple[int, int], An
     return {(i, j): mm(_op(a, ta), _op(b, tb)) for i, a in enumerate(col) for j, b in enumerate(row)}
 
 
-def pick_sum(key: tuple[int, int], *partials: dict[tuple[int, int], Any]) -> Any:
-    """Block ``key`` of C: the sum of the partials' blocks ``key`` in k order."""
-    return sum_all(*[p[(key[0], key[1])] for p in partials])
+def sum_grids(*grids: dict[tuple[int, int], Any]) -> dict[tuple[int, int], Any]:
+    """CPMM's partial grids summed block by block, in the order given."""
+    return {key: sum_all(*[g[key] for g in grids]) for key in grids[0]}
+
+
+def pick(key: tuple[int, int], grid: dict[tuple[int, int], Any]) -> Any:
+    """Block ``key`` of a grid of blocks."""
+    return grid[(key[0], key[1])]
 
 
 def sum_all(*parts: Any) -> Any:
