@@ -115,11 +115,8 @@ class Stats:
             lines.append(f"Estimated execution time (cost model, plans that ran): {self.estimated_total:.3f} sec. "
                          f"(estimate/measured {ratio}{guess})")
         lines += self._codegen_lines()
-        d = self.dask
-        if d is not None and (d.tasks or d.scattered_blocks or d.gathered_blocks):
-            lines.append(f"Dask: tasks submitted {d.tasks}, scattered to the workers {d.scattered_blocks} blocks "
-                         f"({d.scattered_bytes / 2**20:.2f} MiB), gathered from them {d.gathered_blocks} blocks "
-                         f"({d.gathered_bytes / 2**20:.2f} MiB)")
+        if self.dask is not None:  # runtime.dask.backend.DaskCounters.lines: this process's and the workers' side
+            lines += self.dask.lines()
         return "\n".join(lines)
 
     def _codegen_lines(self) -> list[str]:

@@ -1,33 +1,84 @@
 """The Dask backend (runtime.bind.Backend): binds the plan's ``dask`` instructions to distributed
 operators over distributed matrices (runtime.dask.matrix.Blocked), scatters local matrices and
-collects distributed ones. Each call submits its block tasks at once (``pure=False``: a key per
-execution, so a loop never gets a stale result) and returns futures; only a scalar result (a full
-sum) is gathered, because control flow may steer on it."""
+collects distributed ones. Each call submits its block tasks at once and returns futures; only a
+scalar result (a full sum) is gathered, because control flow may steer on it.
+
+Every task's key names the instruction that submitted it (``lafuse.<n>.<operator>-<uuid>``,
+monitor.key_prefix): a new key per execution (a loop never gets a stale result), worker time per
+operator for ``--stats``, and a failure on the cluster reported at the DML operator that caused it.
+Every wait on the cluster goes through :meth:`DaskBackend.gather`: Ctrl-C reaches a waiting run
+within a poll, a terminal shows progress, and a worker killed by its memory limit (KilledWorker) or a
+cluster that cannot run anything becomes a located DMLRuntimeError naming ``--worker-memory``."""
 
 from __future__ import annotations
 
 import functools
+import threading
+import time
+import uuid
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.config import Config
+from lafuse.errors import DMLRuntimeError, Span
 from lafuse.plan.instructions import DASK, Instruction
-from lafuse.runtime.dask import cluster
+from lafuse.runtime.dask import cluster, monitor
 from lafuse.runtime.dask.matrix import Blocked
+
+POLL = 0.25  # s between checks while waiting on the cluster (Ctrl-C lands within one)
+CHECK_EVERY = 1.0  # s between looks at the cluster's state while a wait lasts
+STALL_SECONDS = 15.0  # s with no worker able to run a task, and no progress, before a wait gives up
 
 
 @dataclass
 class DaskCounters:
-    """What this process asked of the cluster (``--stats``): tasks submitted, blocks and bytes
-    scattered to the workers and gathered from them. Bytes moved between workers are the workers'
-    own counters (not yet reported)."""
+    """What this process asked of the cluster (``--stats``): tasks submitted (per operator), blocks
+    and bytes scattered to the workers and gathered from them; with a monitor (``--stats`` on), what
+    the workers did for it (monitor.WorkerReport), read when first asked for."""
 
     tasks: int = 0
     scattered_blocks: int = 0
     scattered_bytes: int = 0
     gathered_blocks: int = 0
     gathered_bytes: int = 0
+    gathered_sizeof: int = 0  # everything gathered (scalars too), as the workers size it
+    by_op: dict[str, int] = field(default_factory=dict)  # tasks per operator label (scatter included)
+    labels: dict[str, str] = field(default_factory=dict)  # task-key prefix -> operator label
+    monitor: Any = field(default=None, repr=False)
+    _report: Any = field(default=None, repr=False)
+
+    def workers(self) -> monitor.WorkerReport | None:
+        """The workers' side of the run (once: later calls return the same numbers)."""
+        if self._report is None and self.monitor is not None:
+            self._report = self.monitor.report(self.gathered_sizeof)
+        return self._report
+
+    def lines(self) -> list[str]:
+        """The ``--stats`` lines (none when nothing ran on the cluster)."""
+        if not (self.tasks or self.scattered_blocks or self.gathered_blocks):
+            return []
+        out = [f"Dask: tasks submitted {self.tasks}, scattered to the workers {self.scattered_blocks} blocks "
+               f"({self.scattered_bytes / 2**20:.2f} MiB), gathered from them {self.gathered_blocks} blocks "
+               f"({self.gathered_bytes / 2**20:.2f} MiB)"]
+        w = self.workers()
+        if w is None:
+            return out
+        approx = "" if w.exact else " (from the workers' totals: more transfers than their logs keep)"
+        out.append(f"Dask workers: moved between them {w.moved_bytes / 2**20:.2f} MiB in {w.transfers} transfers"
+                   f"{approx}, spilled to disk {w.spilled_bytes / 2**20:.2f} MiB (read back "
+                   f"{w.unspilled_bytes / 2**20:.2f} MiB)")
+        secs: dict[str, float] = {}
+        for prefix, s in w.seconds.items():
+            label = self.labels.get(prefix)
+            if label is not None:
+                secs[label] = secs.get(label, 0.0) + s
+        if secs or self.by_op:
+            ops = sorted(set(secs) | set(self.by_op), key=lambda op: (-secs.get(op, 0.0), op))
+            out.append("Dask worker time by operator: " + ", ".join(
+                f"{op} {secs.get(op, 0.0):.3f} sec. ({self.by_op.get(op, 0)} tasks)" for op in ops))
+        return out
 
 
 class DaskBackend:
@@ -36,6 +87,10 @@ class DaskBackend:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.counters = DaskCounters()
+        self._ops: list[tuple[str, str | None, Span | None]] = []  # bound instruction n: opcode, method, span
+        self._current = threading.local()  # the key prefix of the instruction running on this thread
+        self._client: Any = None
+        self._started = time.time()
 
     @functools.cached_property
     def blocks(self) -> Any:
@@ -44,7 +99,12 @@ class DaskBackend:
         return blocks
 
     def client(self) -> Any:
-        return cluster.client(self.cfg)
+        c = cluster.client(self.cfg)
+        if c is not self._client:  # the run's first look at the cluster (or a new one): counters from here
+            self._client = c
+            if self.cfg.stats:
+                self.counters.monitor = monitor.Monitor(c)
+        return c
 
     @functools.cached_property
     def operators(self) -> tuple[Any, ...]:
@@ -56,54 +116,230 @@ class DaskBackend:
 
     # ------------------------------------------------------------------ protocol
     def bind(self, ins: Instruction) -> Callable[..., Any] | None:
+        """The operator's callable, wrapped so that the tasks it submits carry the instruction's key
+        prefix (its number, its operator) while it runs."""
         op = ins.opcode
+        fn: Callable[..., Any] | None = None
         if op == "scatter":
-            return self.scatter
-        if op == "collect":
-            return self.collect
-        for mod in self.operators:
-            fn = mod.bind(self, ins)
-            if fn is not None:
-                return fn
-        raise NotImplementedError(f"no distributed operator for '{op}'")
+            fn = self.scatter
+        elif op == "collect":
+            fn = self.collect
+        else:
+            for mod in self.operators:
+                fn = mod.bind(self, ins)
+                if fn is not None:
+                    break
+        if fn is None:
+            raise NotImplementedError(f"no distributed operator for '{op}'")
+        n = len(self._ops)
+        label = ins.method or op
+        self._ops.append((op, ins.method, getattr(ins.hop, "span", None)))
+        prefix = monitor.key_prefix(n, label)
+        self.counters.labels[prefix] = label
+        return functools.partial(self._run, fn, prefix)
+
+    def _run(self, fn: Callable[..., Any], prefix: str, *args: Any) -> Any:
+        cur = self._current
+        prev = getattr(cur, "prefix", None)
+        cur.prefix = prefix
+        try:
+            return fn(*args)
+        finally:
+            cur.prefix = prev
 
     def convert(self, value: Any, fmt: str) -> Any:
         return value  # each block keeps the format its kernel chose (the local rule, per block)
 
     def scatter(self, m: Any) -> Any:
-        """A local matrix as a distributed one, its blocks sent to the workers (a distributed one as
-        it is: a variable may hold either)."""
+        """A local matrix as a distributed one (a distributed one as it is: a variable may hold either).
+        Each block travels inside a task that returns it, not by ``client.scatter``: the scheduler
+        keeps the task, so a worker that dies with the block loses nothing (scattered data is lost with
+        its worker, and every task that reads it fails). The price: the scheduler holds each block while
+        its future lives (in this process for a local cluster); measured here with 8 MB blocks (64 of
+        them, 2 workers), about as fast as ``client.scatter`` (0.36 against 0.30-0.34 s); 200 blocks of
+        80 KB, 0.33 against 0.05 s (a task's overhead each)."""
         if isinstance(m, Blocked):
             return m
         b = self.blocks
         parts = b.split(m, self.cfg.block_size)
-        keys = list(parts)
-        # hash=False: a key per block (equal blocks, e.g. all-zero ones, would share a key and a release)
-        futures = self.client().scatter([parts[k] for k in keys], hash=False)
-        self.counters.scattered_blocks += len(keys)
+        with warnings.catch_warnings():  # a block is a "large graph" to distributed: meant here
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            futures = {k: self.submit(hold, Parcel(p), count=False) for k, p in parts.items()}
+        self.counters.scattered_blocks += len(parts)
         self.counters.scattered_bytes += sum(_nbytes(p) for p in parts.values())
-        return Blocked(m.shape[0], m.shape[1], self.cfg.block_size, dict(zip(keys, futures)))
+        return Blocked(m.shape[0], m.shape[1], self.cfg.block_size, futures)
 
     def collect(self, x: Any) -> Any:
         """A distributed matrix gathered into this process (a local value as it is)."""
         if not isinstance(x, Blocked):
             return x
         keys = x.grid()
-        got = self.client().gather([x.blocks[k] for k in keys])
+        got = self.gather([x.blocks[k] for k in keys])
         self.counters.gathered_blocks += len(keys)
         self.counters.gathered_bytes += sum(_nbytes(p) for p in got)
         return self.blocks.assemble(dict(zip(keys, got)), x.nrb, x.ncb)
 
     # ------------------------------------------------------------------ for the operator modules
-    def submit(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        """One task on the cluster (a new key per call: ``pure=False``), counted."""
-        self.counters.tasks += 1
-        return self.client().submit(fn, *args, pure=False, **kw)
+    def submit(self, fn: Callable[..., Any], *args: Any, count: bool = True, **kw: Any) -> Any:
+        """One task on the cluster, its key named after the instruction running (a new key per call),
+        counted (``count``: as an operator's task; a scattered block is counted as a block)."""
+        prefix = getattr(self._current, "prefix", None) or monitor.key_prefix(-1, "task")
+        kw.setdefault("key", f"{prefix}-{uuid.uuid4().hex}")
+        label = self.counters.labels.get(prefix, "task")
+        self.counters.by_op[label] = self.counters.by_op.get(label, 0) + 1
+        if count:
+            self.counters.tasks += 1
+        return self.client().submit(fn, *args, **kw)
+
+    def result(self, future: Any) -> Any:
+        """A future's value in this process (a scalar control flow may steer on), waited on as
+        :meth:`gather` waits."""
+        return self.gather([future])[0]
+
+    def gather(self, futures: list[Any]) -> list[Any]:
+        """The values of ``futures`` in this process. Waits in polls (Ctrl-C, the progress line, a
+        stalled cluster); a failure on the cluster becomes a DMLRuntimeError at its operator."""
+        from dask.sizeof import sizeof  # deferred: dask, only once a Dask op runs
+
+        c = self.client()
+        try:
+            self._wait(c, futures)
+            got = c.gather(futures)
+        except Exception as e:  # noqa: BLE001 - translated where it is the cluster's, else as it is
+            err = self._failure(c, e)
+            if err is None:
+                raise
+            raise err from None
+        self.counters.gathered_sizeof += sum(int(sizeof(v)) for v in got)
+        return list(got)
 
     def like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
              cols: int | None = None) -> Any:
         """A distributed matrix of ``blocks`` with ``x``'s block size (and dims unless given)."""
         return Blocked(x.rows if rows is None else rows, x.cols if cols is None else cols, x.bs, blocks)
+
+    # ------------------------------------------------------------------ waiting and failures
+    def _wait(self, c: Any, futures: list[Any]) -> None:
+        pending = [f for f in futures if f.status != "finished"]
+        if not pending:
+            return
+        from distributed.client import _wait  # deferred: distributed, only once a Dask op runs
+
+        t0 = last = time.monotonic()
+        stuck_since: float | None = None
+        moving: Any = None
+        progress = monitor.Progress()
+        try:
+            while True:
+                try:
+                    c.sync(_wait, pending, timeout=POLL)  # (on this client's loop: not the default client's)
+                    return
+                except TimeoutError:
+                    pass
+                now = time.monotonic()
+                if now - last < CHECK_EVERY:
+                    continue
+                last = now
+                state = monitor.safe(lambda: c.run_on_scheduler(monitor.cluster_state), {})
+                # stuck: no worker may run a task (all paused at their memory limit, or none up) and
+                # nothing finishes or spills meanwhile (a paused worker that spills may resume)
+                if state and state.get("running", 0) == 0 and state.get("moving") == moving:
+                    stuck_since = stuck_since or now
+                    if now - stuck_since >= STALL_SECONDS:
+                        raise self._stalled(c, pending, state)
+                else:
+                    stuck_since = None
+                moving = state.get("moving")
+                if now - t0 >= monitor.SHOW_AFTER and progress.wanted():
+                    progress.show(self._label(pending[0].key), state, t0)
+        finally:
+            progress.close()
+
+    def _op_of(self, key: Any) -> tuple[str, Span | None]:
+        """How an error names the instruction that submitted the task ``key``: its operator (with the
+        product strategy) and its DML span."""
+        n = monitor.instruction_of(key)
+        if n is None or not 0 <= n < len(self._ops):
+            return "a distributed operator", None
+        op, method, span = self._ops[n]
+        return f"the distributed operator '{op}'" + (f" ({method})" if method else ""), span
+
+    def _label(self, key: Any) -> str:
+        n = monitor.instruction_of(key)
+        return self._ops[n][1] or self._ops[n][0] if n is not None and 0 <= n < len(self._ops) else "waiting"
+
+    def _memory_setting(self, c: Any) -> str:
+        """What the user raises, and where it stands."""
+        limits = {w.get("memory_limit") for w in monitor.safe(lambda: c.scheduler_info()["workers"], {}).values()}
+        each = _size(next(iter(limits))) if len(limits) == 1 and None not in limits else ""
+        if self.cfg.scheduler:
+            return ("start the workers with a larger memory limit (dask worker --memory-limit"
+                    + (f"; now {each} each" if each else "") + "); --worker-memory sizes only a local cluster")
+        now = self.cfg.worker_memory or "auto"
+        return f"raise --worker-memory (now {now}" + (f": {each} per worker" if each and each != now else "") + ")"
+
+    def _memory_restarts(self, c: Any) -> int:
+        events = monitor.safe(lambda: c.get_events("worker-restart-memory"), ())
+        return sum(1 for t, _ in events if t >= self._started)
+
+    def _failure(self, c: Any, e: BaseException) -> DMLRuntimeError | None:
+        """The DMLRuntimeError of a failure on the cluster (None: not the cluster's, e.g. a kernel's
+        own error, which the interpreter reports like a local one)."""
+        from distributed import KilledWorker  # deferred: distributed, only once a Dask op runs
+        from distributed.client import FutureCancelledError
+
+        if isinstance(e, KilledWorker):
+            what, span = self._op_of(e.task)
+            tries = e.allowed_failures + 1
+            if self._memory_restarts(c):
+                return DMLRuntimeError(
+                    f"{what} ran out of memory on the Dask workers: its task was tried on {tries} workers "
+                    f"and each was restarted for passing its memory limit; {self._memory_setting(c)}, or "
+                    f"use smaller blocks (block_size, now {self.cfg.block_size})", span)
+            return DMLRuntimeError(f"{what} failed on the Dask workers: the {tries} workers that ran its "
+                                   f"task died (not by their memory limit; see their logs)", span)
+        if isinstance(e, FutureCancelledError):
+            what, span = self._op_of(getattr(e, "key", ""))
+            return DMLRuntimeError(f"{what} was cancelled on the Dask cluster ({e})", span)
+        return None
+
+    def _stalled(self, c: Any, pending: list[Any], state: dict[str, Any]) -> DMLRuntimeError:
+        what, span = self._op_of(pending[0].key)
+        restarts = self._memory_restarts(c)
+        if restarts:
+            why = f"its workers were restarted {restarts} times for passing their memory limit"
+        elif state.get("paused"):
+            why = f"all {state['paused']} workers are paused at their memory limit's pause threshold"
+        else:
+            why = "no worker is running"
+        advice = self._memory_setting(c) if restarts or state.get("paused") else "check the cluster's workers"
+        return DMLRuntimeError(f"{what} cannot run on the Dask cluster: {why} (for {STALL_SECONDS:g} s); "
+                               f"{advice}", span)
+
+
+class Parcel:
+    """A scattered block on its way to a worker inside a task (DaskBackend.scatter)."""
+
+    __slots__ = ("block",)
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+
+
+def hold(p: Parcel) -> Any:
+    """A scattered block, as the result of the task that carries it. The worker keeps a task's
+    arguments after running it; taking the block out of its parcel leaves the result the only
+    reference, so the worker can spill it (measured: with the block as a plain argument, every spill
+    left the process's memory as it was and the workers paused). The scheduler's copy of the task
+    is not touched: a rerun gets the block again."""
+    b, p.block = p.block, None
+    if b is None:  # pragma: no cover - a worker runs a task's copy once
+        raise RuntimeError("a scattered block's task ran twice on one copy")
+    return b
+
+
+def _size(n: Any) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.0f} MiB"
 
 
 def _nbytes(b: Any) -> int:

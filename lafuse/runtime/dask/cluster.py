@@ -1,7 +1,12 @@
 """The Dask client of this process: an existing scheduler (``scheduler``: ``tcp://host:port`` or a
 scheduler file) or, by default, a LocalCluster of worker processes with one thread each on the
 loopback interface, no dashboard. Started the first time a distributed operator runs, closed at exit
-(no worker process outlives the run)."""
+(no worker process outlives the run, Ctrl-C included: the CLI returns through its atexit functions).
+
+Its logs stay quiet unless ``--debug``: what goes wrong on the cluster reaches the user as a located
+error (runtime.dask.backend: a worker killed by its memory limit names the operator and
+``--worker-memory``), and the scheduler's and nannies' log lines about the same event (a task marked
+failed, a worker restarted at 95% of its memory) would only repeat it without the place."""
 
 from __future__ import annotations
 
@@ -42,15 +47,30 @@ def client(cfg: Config) -> Any:
                                       f"'dask scheduler' or leave --scheduler out for a local cluster") from None
             _STATE.update(key=key, client=c, cluster=None)
             return c
-        cluster = LocalCluster(n_workers=cfg.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, memory_limit=cfg.worker_memory or "auto",
-                               silence_logs=logging.ERROR)
+        import warnings  # deferred: see logging
+
+        with warnings.catch_warnings():  # (no dashboard; the scheduler's HTTP routes take any free port)
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(n_workers=cfg.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, memory_limit=cfg.worker_memory or "auto",
+                                   silence_logs=logging.ERROR if cfg.debug else logging.CRITICAL,
+                                   preload=[__name__])  # (dask_setup: the workers leave Ctrl-C to this process)
         c = Client(cluster)
         _STATE.update(key=key, client=c, cluster=cluster)
         if not _STATE.get("atexit"):
             atexit.register(close)
             _STATE["atexit"] = True
         return c
+
+
+def dask_setup(worker: Any) -> None:
+    """Run by each worker process of a LocalCluster started here (a preload): it ignores SIGINT.
+    Why: Ctrl-C at a terminal signals the whole process group, workers included; each would die
+    printing its own KeyboardInterrupt traceback, and the nannies would restart them while this
+    process stops them. This process ends the run and closes the cluster (its atexit function)."""
+    import signal  # deferred: only in a worker process
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def close() -> None:
