@@ -128,7 +128,7 @@ def files(tmp_path):
     a[rng.random(a.shape) < 0.4] = 0.0
     out = {}
     p = tmp_path / "plain.csv"
-    p.write_text(_csv_text(a))
+    p.write_bytes(b"\xef\xbb\xbf" + _csv_text(a).encode())  # (a byte order mark is no part of the first cell)
     out["csv"] = f'read("{p}", format="csv", rows=23, cols=17)'
     p = tmp_path / "head.csv"
     p.write_text(",".join(f"C{j + 1}" for j in range(17)) + "\n" + _csv_text(a, ";"))
@@ -160,6 +160,9 @@ def files(tmp_path):
     c = a.copy()
     c[2, 3], c[0, 0] = -1.5, 0.25
     out["text"] = (f'read("{p}", format="text", rows=23, cols=17)', c)
+    p = tmp_path / "mixed.ijv"  # one line only the line parser reads: every chunk takes it
+    p.write_text(_ijv_text(a, np.arange(a.size)).replace("\n5 ", "\n5\t", 1))
+    out["text_mixed"] = f'read("{p}", format="text", rows=23, cols=17)'
     p = tmp_path / "empty.ijv"
     p.write_text("0 0 0\n")
     _mtd(p, 10, 12, "text")
@@ -192,7 +195,8 @@ def test_distributed_read_gives_the_local_matrix(files, dask_scheduler, monkeypa
     """Each format read by the workers (no local read: ``read_value`` is not called) into exactly the
     local matrix: edge blocks, a header, NaN/Infinity cells, NA strings and empty cells filled, an
     all-zero matrix, cells in any order with repeats, a symmetric and a pattern MatrixMarket file
-    parsed in several chunks, an int Fortran-order npy. A file with carriage returns is read here."""
+    parsed in several chunks (one line only the line parser reads makes every chunk take it), an int
+    Fortran-order npy, a byte order mark. A file with carriage returns is read here."""
     import lafuse.runtime.io as lio
     from lafuse.runtime.dask import io as dio
 
@@ -341,3 +345,27 @@ def test_the_interpreter_writes_a_distributed_value_it_is_handed(tmp_path, dask_
     write_value(m, str(tmp_path / "l.csv"), {"format": "csv"})
     assert (tmp_path / "d.csv").read_bytes() == (tmp_path / "l.csv").read_bytes()
     assert (tmp_path / "d.csv.mtd").read_bytes() == (tmp_path / "l.csv.mtd").read_bytes()
+
+
+def test_auto_sends_rand_and_read_over_the_budget_to_dask(tmp_path):
+    """Under ``auto`` a rand or read that does not fit the memory budget is a DASK instruction when
+    its dims are known (a read's from its metadata); poisson rand, seq and a read of unknown dims stay
+    local."""
+    p = tmp_path / "m.csv"
+    run_dml(f'write(matrix(1, rows=30, cols=20), "{p}", format="csv")', cfg=_cfg(), out=io.StringIO())
+    q = tmp_path / "nomtd.csv"
+    q.write_text("1,2\n3,4\n")
+    text = f"""
+A = rand(rows=300, cols=200, seed=1)
+B = rand(rows=300, cols=200, pdf="poisson", seed=1)
+C = read("{p}")
+D = read("{q}", format="csv")
+E = seq(1, 1000)
+"""
+    cfg = cfgmod.Config(codegen=False, background=False, memory_budget=1e-12)
+    plan = _plan(text, cfg, ("A", "B", "C", "D", "E"))
+    assert re.search(r"^-*DASK rand .*\[300,200,", plan, re.M), plan
+    assert re.search(r"^-*CP rand .*\[300,200,", plan, re.M), plan
+    assert re.search(r"^-*DASK pread .*\[30,20,", plan, re.M), plan
+    assert re.search(r"^-*CP pread .*\[-1,-1,", plan, re.M), plan
+    assert re.search(r"^-*CP seq ", plan, re.M), plan

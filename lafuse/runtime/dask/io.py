@@ -20,7 +20,11 @@ the metadata, a lone carriage return, a directory of part files, a sparse npz) m
 local, so a bad file gives exactly the local error and an odd one exactly the local matrix. A file the
 workers do not see (another machine, another file under the same path) is read here and scattered.
 
-Block formats follow the local rule per block (runtime.dask.backend.DaskBackend.convert).
+Block formats follow the local rule per block (runtime.dask.backend.DaskBackend.convert). Every
+block is a task the scheduler can rerun (rand from its seed, read from the file), so a worker lost
+mid-script loses none of them, as with scattered blocks (runtime.dask.backend.DaskBackend.scatter);
+the price is theirs too: the scheduler keeps the tasks a live block descends from (a loop's
+iterations back to the rand or read that started it).
 """
 
 from __future__ import annotations
@@ -342,8 +346,6 @@ def _read_csv(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Bl
         return None
     sep_ok = len(sep) == 1 and sep.isascii() and sep not in "0123456789.eE+-\n"
     mode = "auto" if sep_ok and p.get("naStrings") is None else "slow"
-    if mode == "slow" and header:
-        decode(path, head)  # (the line loop decodes the header line too)
     opts = {"sep": sep, "fill": p.get("fill", True), "default": p.get("default", 0.0),
             "naStrings": p.get("naStrings")}
     end = os.path.getsize(apath)
@@ -355,6 +357,8 @@ def _read_csv(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Bl
         panels = [be.submit(csv_panel, apath, path, b0, b1, n, ncols, opts, "slow") if was else f
                   for (b0, b1, n), f, was in zip(bounds, panels, fast)]
         _gather(be, [be.submit(second, f) for f in panels])
+    if not all(fast):
+        decode(path, head)  # (the line loop decodes the header line too: its error is the local read's)
     out = Blocked(nrows, ncols, bs)
     for i, j in out.grid():
         out.blocks[(i, j)] = be.submit(columns, panels[i], j * bs, min(ncols, (j + 1) * bs))
