@@ -78,6 +78,8 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.over_budget = ins.need > budget
             if h.rows >= 0 and h.cols >= 0 and h.nnz >= 0:
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
+        elif any(i.dt == MATRIX for i in h.inputs):  # (a scalar out of matrices: an aggregate may not fit)
+            ins.need = operation_bytes(h, bounds)
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         if exectype.may_distribute(ins.need, budget, exec_mode):
@@ -265,7 +267,10 @@ def operation_bytes(h: Hop, bounds: dict[int, float]) -> float:
     DAG was planned (actual sizes after a dynamic recompilation) and worst-case non-zeros where they
     are unknown (``bounds``: sizes.nnz_bound of every HOP so far); -1 when the output's dims are
     unknown. An input of unknown dims counts 0: the guard errs towards running."""
-    out = sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+    if h.dt != MATRIX:
+        out = 8.0
+    else:
+        out = sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
     if out < 0:
         return -1.0
     seen: set[int] = set()

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from lafuse import memory
 from lafuse.config import CHOICES, Config
-from lafuse.hops.hop import MATRIX
+from lafuse.hops import cplan
+from lafuse.hops.hop import MATRIX, Hop
 from lafuse.plan import mmstrategy
 from lafuse.plan.instructions import DASK, LOCAL, Instruction
 
@@ -152,14 +153,69 @@ def _reorg(ins: Instruction) -> bool:
     return len(mats) == 1 and h.inputs[0].dt == MATRIX
 
 
+_READ_FORMATS = frozenset({"csv", "text", "mm", "npy", "binary"})
+
+
 def _datagen(ins: Instruction) -> bool:
-    """rand and read producing a distributed matrix directly (runtime.dask.io)."""
+    """rand and read producing a distributed matrix directly (runtime.dask.io): of known, non-empty
+    dims (a block grid to generate or read into). rand with a literal poisson pdf has no block seeds
+    (its values come from one NumPy stream), so it stays here; arguments known only at run time that
+    rule the distributed version out (poisson, sizes other than planned) run the local kernel inside it.
+    read: a matrix in a format the workers can read (one given as a literal; none given: guessed at
+    run time, a file they cannot read is read here and scattered)."""
+    h = ins.hop
+    if h.dt != MATRIX or h.rows <= 0 or h.cols <= 0:
+        return False
+    args = dict(zip(h.params.get("slots") or (), h.inputs))
+    if h.op in ("rand", "Rand"):
+        pdf = args.get("pdf")
+        return pdf is None or not pdf.is_literal or str(pdf.value).lower() in ("uniform", "normal")
+    if h.op == "pread":
+        fmt = args.get("format")
+        return fmt is None or not fmt.is_literal or str(fmt.value).lower() in _READ_FORMATS
     return False
 
 
 def _fused(ins: Instruction) -> bool:
-    """A fused operator run block by block (runtime.dask.fused)."""
-    return False
+    """A fused operator run block by block (runtime.dask.fused): every input of known dims, read one
+    way, and shaped as that way slices along the main input's blocks (input 0)."""
+    h, plan = ins.hop, ins.cplan
+    if plan is None or len(h.inputs) != plan.ninputs or not h.inputs or not _known_matrices(ins):
+        return False
+    main = h.inputs[0]
+    if main.dt != MATRIX or main.rows * main.cols == 0:
+        return False
+    access: dict[int, set[str]] = {}
+    for n in cplan.postorder(plan):
+        if n.op == "input":
+            access.setdefault(int(n.arg), set()).add(n.access)  # type: ignore[call-overload]
+    for p, i in enumerate(h.inputs):
+        ways = access.get(p, {cplan.SCALAR})
+        if len(ways) != 1:
+            return False
+        if i.dt != MATRIX:
+            continue
+        way = next(iter(ways))
+        if not _slices(plan, way, p, i, main):
+            return False
+    return True
+
+
+def _slices(plan: cplan.CPlan, way: str, p: int, i: Hop, main: Hop) -> bool:
+    """Whether input ``i`` (at position ``p``), read ``way``, splits along the main input's blocks."""
+    if p == plan.mm:
+        return i.rows == (main.rows if plan.agg == cplan.LEFT_MM else main.cols)
+    if way in (cplan.MAIN, cplan.CELL):
+        return i.rows == main.rows and (plan.template == "row" or i.cols == main.cols)
+    if way == cplan.ROWVEC:
+        return i.rows == main.rows and i.cols == 1
+    if way == cplan.COLVEC:
+        return i.rows == 1 and (plan.template == "row" or i.cols == main.cols)
+    if way == cplan.OUTER_U:
+        return i.rows == main.rows
+    if way == cplan.OUTER_V:
+        return i.rows == main.cols
+    return way == cplan.MATRIX or (i.rows, i.cols) == (1, 1)
 
 
 FAMILY_CHECKS: dict[str, Callable[[Instruction], bool]] = {

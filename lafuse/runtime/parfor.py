@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, WhileBlock, iter_blocks
+from lafuse.plan.instructions import DASK
 from lafuse.runtime import deepstack
 from lafuse.runtime.local.kernels_common import ieee_thread
 from lafuse.runtime.values import choose_format, is_matrix, is_sparse, to_dense
@@ -79,11 +80,12 @@ def run_parallel(interp: Any, b: ForBlock, values: Any, st: dict[str, Any]) -> b
 
     # deep threads: an iteration may recurse as deeply as the main program (runtime.deepstack)
     outs = deepstack.parallel_map(one, vals, interp.cfg.threads)
+    collect = interp.compiler.backends[DASK].collect  # (an iteration's result may be distributed: --exec dask)
     for r in results:
         base = to_dense(originals[r])
         merged = base.copy()
         for o in outs:
-            new = to_dense(o[r])
+            new = to_dense(collect(o[r]))
             if new.shape != base.shape:
                 raise ValueError(f"parfor result '{r}' changed shape")
             changed = ~((new == base) | (np.isnan(new) & np.isnan(base)))

@@ -76,6 +76,41 @@ def fold(op: str, *parts: Any) -> Any:
     return out
 
 
+def fold_each(ops: str | tuple[str, ...], *parts: Any) -> Any:
+    """``fold`` of partial results, or of tuples of them with one operation per position (a multi-
+    aggregate's partials)."""
+    if isinstance(ops, str):
+        return fold(ops, *parts)
+    return tuple(fold(op, *[p[k] for p in parts]) for k, op in enumerate(ops))
+
+
+def shape_of(b: Any) -> tuple[int, int]:
+    return (int(b.shape[0]), int(b.shape[1])) if hasattr(b, "shape") and len(b.shape) == 2 else (1, 1)
+
+
+_FUSED: dict[Any, Any] = {}  # (canonical hash, input permutation, literals) -> fused operator
+
+
+def _fused(plan: Any) -> Any:
+    key = plan.canonical_key()
+    op = _FUSED.get(key)
+    if op is None:
+        from lafuse.runtime.local import fused  # deferred: code generation and Numba, only on fused tasks
+
+        op = _FUSED[key] = fused.compile_plan(plan, threads=1, eager=False)
+    return op
+
+
+def run_plan(plan: Any, reference: bool, *inputs: Any) -> Any:
+    """A fused operator's kernel on blocks: the generated one (compiled once per worker process and
+    plan), or the CPlan reference interpreter (``reference``: Config.codegen_backend)."""
+    if reference:
+        from lafuse.runtime.local.reference import evaluate  # deferred: see _fused
+
+        return evaluate(plan, list(inputs))
+    return _fused(plan)(list(inputs))
+
+
 def add_all(*parts: Any) -> Any:
     """The sum of partial results in the order given (scalars or blocks of one shape)."""
     return fold("+", *parts)

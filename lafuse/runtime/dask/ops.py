@@ -77,7 +77,7 @@ def _cellwise(be: DaskBackend, op: str, slots: Any, dims: tuple[int, int], *args
 # ---------------------------------------------------------------- aggregates
 
 
-def _value(be: DaskBackend, fut: Any) -> Any:
+def value(be: DaskBackend, fut: Any) -> Any:
     """A future's value in this process (through the backend's error translation where it has one)."""
     get = getattr(be, "result", None)
     return get(fut) if get is not None else fut.result()
@@ -101,11 +101,11 @@ def _full(be: DaskBackend, op: str, a: Any) -> float:
         if n == 1:
             return 0.0
         mu = _full(be, "mean", a)
-        ss = _value(be, _tree(be, "+", [be.submit(B.squared_deviations, a.blocks[k], mu) for k in a.grid()]))
+        ss = value(be, _tree(be, "+", [be.submit(B.squared_deviations, a.blocks[k], mu) for k in a.grid()]))
         v = float(ss) / (n - 1)
         return math.sqrt(v) if op == "sd" and v >= 0 else (math.nan if op == "sd" else v)
     part = "sum" if op == "mean" else op
-    total = float(_value(be, _tree(be, _COMBINE[op], [be.submit(B.call, part, None, a.blocks[k]) for k in a.grid()])))
+    total = float(value(be, _tree(be, _COMBINE[op], [be.submit(B.call, part, None, a.blocks[k]) for k in a.grid()])))
     return total / n if op == "mean" else total
 
 

@@ -1,0 +1,218 @@
+"""Distributed fused operators: the generated kernel of a Cell, MAgg, Row or Outer plan run block
+by block on the workers (the SystemDS-on-Spark way, paper 001 §5: side inputs are sliced to the
+block's rows or columns where the template reads them so, broadcast whole where it reads them whole).
+
+- Cell and MAgg: one task per block of the main input; a same-shape side input gives its block, a
+  column vector its row block, a row vector its column block. No aggregation: the result block;
+  full, row or column aggregation: partial results combined by the plan's aggregation (sum and
+  sum of squares add, min and max keep the extreme) in a tree.
+- Row: one task per row block of the main input with whole rows (a row panel: the column blocks
+  pasted, when there are several); a whole-matrix or row-vector side input is assembled once and
+  shared by every task. Column aggregates (also ``t(X) %*% w`` forms) add the row blocks' partials.
+- Outer: one task per block (i, j) of the sparse main input with U's row panel i and V's row panel
+  j; ``W %*% mm`` adds its partials over j, ``t(W) %*% mm`` over i.
+
+Each task runs the same kernel the local runtime runs (runtime.local.fused, compiled once per
+worker process and plan), so a block's values are the local kernel's on that block.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lafuse.hops import cplan as C
+from lafuse.plan.instructions import Instruction
+from lafuse.runtime.dask import blocks as B
+from lafuse.runtime.dask.matrix import Blocked
+from lafuse.runtime.dask.ops import value
+
+if TYPE_CHECKING:
+    from lafuse.runtime.dask.backend import DaskBackend
+
+_COMBINE = {"sum": "+", "sumsq": "+", "min": "min", "max": "max"}
+
+
+def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
+    if ins.hop.kind != "spoof":
+        return None
+    return functools.partial(run, be, ins.cplan, be.cfg.codegen_backend == "reference", ins.hop.cols)
+
+
+def accesses(plan: C.CPlan) -> dict[int, set[str]]:
+    """How the plan reads each input position (plan.exectype asks the same to decide what may run
+    here: one access per input)."""
+    out: dict[int, set[str]] = {}
+    for n in C.postorder(plan):
+        if n.op == "input":
+            out.setdefault(int(n.arg), set()).add(n.access)  # type: ignore[call-overload]
+    return out
+
+
+def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, *args: Any) -> Any:
+    """``cols``: the result's columns (a row plan's unaggregated result)."""
+    acc = {p: next(iter(a)) for p, a in accesses(plan).items()}
+    main = args[0]
+    if plan.template in ("cell", "magg"):
+        return _cell(be, plan, reference, acc, main, args)
+    if plan.template == "row":
+        return _row(be, plan, reference, acc, main, args, cols)
+    return _outer(be, plan, reference, acc, main, args)
+
+
+class _Shared:
+    """Row panels and whole matrices of the operator's inputs, each assembled by one task and shared
+    by every task that reads it."""
+
+    def __init__(self, be: DaskBackend) -> None:
+        self.be = be
+        self.memo: dict[tuple[int, str, int], Any] = {}
+
+    def panel(self, x: Any, i: int) -> Any:
+        """Rows of row block ``i`` with every column."""
+        if not isinstance(x, Blocked):
+            return x
+        if x.ncb == 1:
+            return x.blocks[(i, 0)]
+        key = (id(x), "panel", i)
+        if key not in self.memo:
+            h = min(x.bs, x.rows - i * x.bs)
+            pieces = [(x.blocks[(i, j)], 0, h, 0, min(x.bs, x.cols - j * x.bs), 0, j * x.bs) for j in range(x.ncb)]
+            self.memo[key] = self.be.submit(B.paste, h, x.cols, *pieces)
+        return self.memo[key]
+
+    def whole(self, x: Any) -> Any:
+        if not isinstance(x, Blocked):
+            return x
+        if x.nrb == 1 and x.ncb == 1:
+            return x.blocks[(0, 0)]
+        key = (id(x), "whole", 0)
+        if key not in self.memo:
+            pieces = [(f, 0, min(x.bs, x.rows - i * x.bs), 0, min(x.bs, x.cols - j * x.bs), i * x.bs, j * x.bs)
+                      for (i, j), f in x.blocks.items()]
+            self.memo[key] = self.be.submit(B.paste, x.rows, x.cols, *pieces)
+        return self.memo[key]
+
+
+def _slice(x: Any, access: str, i: int, j: int) -> Any:
+    """What block (i, j) of a cell-wise iteration reads of an input."""
+    if not isinstance(x, Blocked):
+        return x
+    if access in (C.MAIN, C.CELL):
+        return x.blocks[(i, j)]
+    if access == C.ROWVEC:
+        return x.blocks[(i, 0)]
+    if access == C.COLVEC:
+        return x.blocks[(0, j)]
+    return x.blocks[(0, 0)]  # SCALAR: a 1 x 1 matrix
+
+
+def _cell(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...]) -> Any:
+    tasks = {(i, j): be.submit(B.run_plan, plan, ref, *[_slice(a, acc.get(p, C.SCALAR), i, j)
+                                                        for p, a in enumerate(args)])
+             for i, j in main.grid()}
+    if plan.template == "magg":
+        combine = tuple(_COMBINE[o] for o in plan.agg_ops)
+        return tuple(value(be, _tree(be, combine, list(tasks.values()))))
+    return _aggregate(be, plan.agg, _COMBINE[plan.agg_op], tasks, main)
+
+
+def _aggregate(be: DaskBackend, agg: str, combine: str, tasks: dict[tuple[int, int], Any], main: Any) -> Any:
+    if agg == C.NO_AGG:
+        return be.like(main, tasks)
+    if agg == C.FULL_AGG:
+        return float(value(be, _tree(be, combine, list(tasks.values()))))
+    if agg == C.ROW_AGG:
+        out = Blocked(main.rows, 1, main.bs)
+        for i in range(main.nrb):
+            out.blocks[(i, 0)] = _tree(be, combine, [tasks[(i, j)] for j in range(main.ncb)])
+        return out
+    out = Blocked(1, main.cols, main.bs)  # COL_AGG
+    for j in range(main.ncb):
+        out.blocks[(0, j)] = _tree(be, combine, [tasks[(i, j)] for i in range(main.nrb)])
+    return out
+
+
+def _tree(be: DaskBackend, combine: str | tuple[str, ...], parts: list[Any]) -> Any:
+    fan = 8
+    while len(parts) > 1:
+        parts = [be.submit(B.fold_each, combine, *parts[k:k + fan]) if len(parts[k:k + fan]) > 1 else parts[k]
+                 for k in range(0, len(parts), fan)]
+    return parts[0]
+
+
+def _split_rows(be: DaskBackend, fut: Any, rows: int, cols: int, bs: int, i: int, out: Blocked) -> None:
+    """Put a row block's result (``rows`` x ``cols``) into ``out``'s blocks (i, 0..): the future as it
+    is when it is one block wide, else one slice task per column block."""
+    if cols <= bs:
+        out.blocks[(i, 0)] = fut
+        return
+    for j in range(-(-cols // bs)):
+        w = min(bs, cols - j * bs)
+        out.blocks[(i, j)] = be.submit(B.paste, rows, w, (fut, 0, rows, j * bs, j * bs + w, 0, 0))
+
+
+def _whole_to_blocks(be: DaskBackend, fut: Any, rows: int, cols: int, bs: int) -> Blocked:
+    """A distributed matrix of one future holding a whole (small) result."""
+    out = Blocked(rows, cols, bs)
+    if rows <= bs and cols <= bs:
+        out.blocks[(0, 0)] = fut
+        return out
+    for i in range(out.nrb):
+        for j in range(out.ncb):
+            h, w = min(bs, rows - i * bs), min(bs, cols - j * bs)
+            out.blocks[(i, j)] = be.submit(B.paste, h, w, (fut, i * bs, i * bs + h, j * bs, j * bs + w, 0, 0))
+    return out
+
+
+def _row(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...],
+         width: int) -> Any:
+    sh = _Shared(be)
+
+    def arg(p: int, a: Any, i: int) -> Any:
+        access = acc.get(p, C.SCALAR)
+        if access in (C.MAIN, C.CELL):
+            return sh.panel(a, i)
+        if access == C.ROWVEC:
+            return _slice(a, access, i, 0)
+        return sh.whole(a)  # COLVEC (a whole row vector), MATRIX, SCALAR
+
+    parts = [be.submit(B.run_plan, plan, ref, *[arg(p, a, i) for p, a in enumerate(args)]) for i in range(main.nrb)]
+    if plan.agg == C.NO_AGG:
+        out = Blocked(main.rows, width, main.bs)
+        for i, f in enumerate(parts):
+            _split_rows(be, f, min(main.bs, main.rows - i * main.bs), width, main.bs, i, out)
+        return out
+    total = _tree(be, "+", parts)
+    if plan.agg == C.FULL_AGG:
+        return float(value(be, total))
+    shape = value(be, be.submit(B.shape_of, total))
+    return _whole_to_blocks(be, total, int(shape[0]), int(shape[1]), main.bs)
+
+
+def _outer(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...]) -> Any:
+    sh = _Shared(be)
+
+    def arg(p: int, a: Any, i: int, j: int) -> Any:
+        if p == plan.mm:
+            return sh.panel(a, j if plan.agg == C.RIGHT_MM else i)
+        access = acc.get(p, C.SCALAR)
+        if access == C.OUTER_U:
+            return sh.panel(a, i)
+        if access == C.OUTER_V:
+            return sh.panel(a, j)
+        return _slice(a, access, i, j)
+
+    tasks = {(i, j): be.submit(B.run_plan, plan, ref, *[arg(p, a, i, j) for p, a in enumerate(args)])
+             for i, j in main.grid()}
+    if plan.agg in (C.NO_AGG, C.FULL_AGG):
+        return _aggregate(be, plan.agg, "+", tasks, main)
+    k = int(args[plan.mm].cols)
+    left = plan.agg == C.LEFT_MM
+    rows = main.cols if left else main.rows
+    out = Blocked(rows, k, main.bs)
+    for o in range(main.ncb if left else main.nrb):
+        keys = [(i, o) for i in range(main.nrb)] if left else [(o, j) for j in range(main.ncb)]
+        _split_rows(be, _tree(be, "+", [tasks[q] for q in keys]), min(main.bs, rows - o * main.bs), k, main.bs, o, out)
+    return out
