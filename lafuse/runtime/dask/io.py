@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from lafuse.runtime.dask.backend import DaskBackend
 
 SDS_BLOCK = 1000  # sdsrand.DEFAULT_BLOCKSIZE: the block grid of rand's seeds
-MAX_RAND_BLOCKS = 1 << 24  # more seed blocks than this (rows=Inf) is the local kernel's error
+MAX_RAND_BLOCKS = 1 << 20  # more seed blocks (10^12 cells; rows=Inf) run the local kernel: its budget error
 CHUNK_BYTES = 16 << 20  # bytes of IJV / MatrixMarket lines one parse task reads
 SCAN_BYTES = 16 << 20  # bytes this process reads at a time to find line starts and the data check
 BOM = b"\xef\xbb\xbf"
