@@ -164,15 +164,15 @@ class Progress:
         except (AttributeError, ValueError):  # a replaced or closed stream
             return False
 
-    def show(self, what: str, state: dict[str, Any], since: float) -> None:
+    def show(self, what: str, state: dict[str, Any]) -> None:
         s = state.get("states", {})
         done = s.get("memory", 0) + s.get("released", 0) + s.get("forgotten", 0)
         busy = s.get("processing", 0)
         waiting = s.get("waiting", 0) + s.get("queued", 0) + s.get("no-worker", 0)
         paused = f", {state['paused']} paused" if state.get("paused") else ""
-        text = (f"Dask: {what}: tasks {busy} running, {waiting} waiting, {done} held; "
-                f"{state.get('running', 0)} of {state.get('workers', 0)} workers running{paused}"
-                + (f"; {state['spilled'] / 2**20:.1f} MiB on disk" if state.get("spilled") else ""))
+        text = (f"Dask {what}: tasks {busy} running, {waiting} waiting, {done} done; workers "
+                f"{state.get('running', 0)}/{state.get('workers', 0)}{paused}"
+                + (f"; {state['spilled'] / 2**20:.0f} MiB on disk" if state.get("spilled") else ""))
         if self.live is None:
             from rich.console import Console  # deferred: rich, only on a terminal and a long wait
             from rich.progress import Progress as Bar
