@@ -17,8 +17,6 @@ import threading
 import time
 import uuid
 import warnings
-import weakref
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,22 +189,7 @@ class DaskBackend:
         self.counters.by_op[label] = self.counters.by_op.get(label, 0) + 1
         if count:
             self.counters.tasks += 1
-        fut = self.client().submit(fn, *args, **kw)
-        self._throttle(fut)
-        return fut
-
-    def _throttle(self, fut: Any) -> None:
-        """Keep at most IN_FLIGHT tasks per worker submitted and not finished: a loop whose blocks only
-        submit (nothing steers on a result) would otherwise run ahead of the cluster, and the graph the
-        scheduler holds would grow with the iterations. The oldest tasks are waited for (as results
-        are: Ctrl-C and failures reach the wait); a released one is not held alive for it."""
-        q = self._inflight
-        q.append(weakref.ref(fut))
-        limit = IN_FLIGHT * max(1, self.cfg.workers)
-        if len(q) <= limit:
-            return
-        oldest = [f for f in (q.popleft()() for _ in range(len(q) - limit // 2)) if f is not None]
-        self._wait(self.client(), oldest)
+        return self.client().submit(fn, *args, **kw)
 
     def result(self, future: Any) -> Any:
         """A future's value in this process (a scalar control flow may steer on), waited on as
