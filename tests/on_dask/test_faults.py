@@ -185,6 +185,31 @@ def test_a_task_beyond_its_workers_memory_is_a_located_error(tmp_path):
     assert "C = u %*% t(u)" in err and "Traceback" not in err, err
 
 
+def test_workers_that_cannot_start_within_their_memory_are_a_located_error(monkeypatch):
+    """--worker-memory 10MB: a worker process passes that before it holds anything, so its nanny
+    restarts it again and again and no task ever runs. The wait notices that no worker runs and
+    nothing moves (after STALL_SECONDS, shortened here) and stops at the operator it waits for."""
+    from lafuse import config as cfgmod
+    from lafuse.compiler import run_dml
+    from lafuse.errors import DMLRuntimeError
+    from lafuse.runtime.dask import backend, cluster
+
+    monkeypatch.setattr(backend, "STALL_SECONDS", 3.0)
+    before = {p.pid for p in multiprocessing.active_children()}
+    cfg = cfgmod.Config(exec_type="dask", worker_memory="10MB", block_size=7, codegen=False, background=False)
+    try:
+        with pytest.raises(DMLRuntimeError) as e:
+            run_dml("X = matrix(seq(1, 100), rows=10, cols=10)\ns = sum(X * 2)\n", outputs=("s",), cfg=cfg)
+    finally:
+        cluster.close()
+    assert e.value.span is not None and (e.value.span.line, e.value.span.col) == (2, 5), e.value.span
+    assert re.search(r"the distributed operator 'sum' cannot run on the Dask cluster: its workers were "
+                     r"restarted \d+ times for passing their memory limit .*raise --worker-memory \(now 10MB",
+                     e.value.message), e.value.message
+    left = {p.pid for p in multiprocessing.active_children() if p.is_alive()} - before
+    assert not left, f"worker processes left behind: {left}"
+
+
 OOC = """
 A = matrix(seq(1, 16000000), rows=4000, cols=4000) / 16000000
 B = A * 2 + 1
