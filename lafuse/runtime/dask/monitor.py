@@ -37,9 +37,9 @@ _NAMES = {"%*%": "matmul", "+": "plus", "-": "minus", "*": "times", "/": "div", 
 def key_prefix(n: int, label: str) -> str:
     """The key prefix of the tasks of the ``n``-th bound instruction (its operator ``label``). Only
     letters, digits, ``_`` and ``.``: Dask's ``key_split`` (which names a task's prefix) then keeps
-    the whole of it, whatever the operator's symbol."""
+    the whole of it, whatever the operator's symbol (``n`` < 0: a task outside any instruction)."""
     name = _NAMES.get(label) or "".join(c if c.isalnum() or c == "_" else f"x{ord(c):x}" for c in label)
-    return f"{KEY_HEAD}.{n}.{name}"
+    return f"{KEY_HEAD}.{n if n >= 0 else 'none'}.{name}"
 
 
 def instruction_of(key: Any) -> int | None:
