@@ -100,7 +100,13 @@ class Interpreter:
     def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
         """Runs on a deep thread (runtime.deepstack): DML recursion and deep nesting recurse here."""
         st = symtab if symtab is not None else {}
-        deepstack.call(self._exec_all, self.program.blocks, st)
+        try:
+            deepstack.call(self._exec_all, self.program.blocks, st)
+        finally:
+            for be in self.compiler.backends.values():
+                settle = getattr(be, "settle", None)  # (the Dask backend lets go of the tasks it paced)
+                if settle is not None:
+                    settle()
         return st
 
     def _exec_all(self, blocks: list[Block], st: dict[str, Any]) -> None:
