@@ -238,3 +238,25 @@ def test_stats_report_what_the_run_asked_of_the_cluster(dask_scheduler, tmp_path
     assert re.search(r"^\s+\d+\s+scatter\s", r.stdout, re.M), r.stdout
     local = lafuse("run", str(p), "--no-codegen", "--no-background", "--stats")
     assert "Dask:" not in local.stdout
+
+
+def test_unknown_sizes_are_decided_at_recompilation(dask_scheduler, tmp_path):
+    """X's rows are known only once the branch ran: the static plan keeps its operators here (a
+    distributed operator needs its block grid), the dynamic recompilation, with the sizes known,
+    sends them to Dask; the result equals the local run."""
+    from tests.test_cli import lafuse
+
+    p = tmp_path / "r.dml"
+    p.write_text("n = 30\nif (sum(rand(rows=2, cols=2, seed=9)) > 0) { n = 31 }\n"
+                 "X = rand(rows=n, cols=7, seed=3)\nY = X * 2 + 1\nprint(sum(Y))\n")
+    flags = ["--no-codegen", "--no-background", "--exec", "dask", "--scheduler", dask_scheduler]
+    static = lafuse("run", str(p), *flags, "--explain", "runtime")
+    again = lafuse("run", str(p), *flags, "--explain", "recompile_runtime")
+    assert static.returncode == 0 and again.returncode == 0, again.stderr
+    for op in ("rand", r"\*", r"\+", "sum"):
+        assert re.search(rf"^-*CP {op} .*\[-1,7,-1\]|^-*CP sum _r\d+ -> ", static.stdout, re.M), (op, static.stdout)
+        assert re.search(rf"^-*DASK {op} ", again.stdout, re.M), (op, again.stdout)
+    local = lafuse("run", str(p), "--no-codegen", "--no-background")
+    want = _numbers(local.stdout.splitlines()[-1])
+    for r in (static, again):
+        np.testing.assert_allclose(_numbers(r.stdout.splitlines()[-1]), want, rtol=1e-9)
