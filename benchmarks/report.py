@@ -568,7 +568,7 @@ def _mb(x: Any) -> str:
 
 
 def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
-    """The distributed section (benchmarks/distributed_bench.py): per workload and size (fits / spills),
+    """The distributed section (benchmarks/dist_section.py): per workload and size (fits / spills),
     the warm median of each system with its first run, lafuse on Dask against each of the others, the
     bytes moved between workers, spilled bytes and tasks, and a verdict against the goal."""
     rows = [r for r in sec.get("rows") or [] if isinstance(r, dict)]
@@ -599,7 +599,7 @@ def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
     limit = num(sec.get("memory_limit_bytes"))
     doc.lines += [
         "", "## Distributed: lafuse on Dask", "",
-        f"`benchmarks/distributed_bench.py` (in `{report_command(sec)}`): one Dask cluster of "
+        f"`benchmarks/dist_section.py` (in `{report_command(sec)}`): one Dask cluster of "
         f"{sec.get('workers', '-')} worker processes x {sec.get('threads_per_worker', '-')} thread, "
         f"{cell_text(sec.get('worker_memory') or '-')} each ({_mb(limit)} MB in all), shared by every row. "
         "Fits: the unfused plan's working set (inputs and the dense intermediates it holds at its peak) "

@@ -7,7 +7,7 @@ with codegen off and on (operation time inside the script, and whole-process wal
 numexpr where it applies; JAX ``jit`` on the CPU in float64; a hand-written Numba kernel (micro only);
 and the bandwidth limit (bytes that must be read, times the passes an algorithm makes over its data, over
 the read bandwidth ``lafuse calibrate`` measured). A system that cannot run a benchmark is listed with the
-reason. How each is timed: ``harness.py``. Then the distributed section (``distributed_bench.py``: lafuse
+reason. How each is timed: ``harness.py``. Then the distributed section (``dist_section.py``: lafuse
 local and on Dask, dask.array and SystemDS on a local Spark master, at sizes that fit in the workers'
 memory and that spill; ``--no-distributed`` leaves it out).
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="benchmarks, algorithms or groups (micro, algorithm) to run; repeatable or comma list")
     ap.add_argument("--no-systemds", action="store_true", help="leave SystemDS out")
     ap.add_argument("--no-distributed", action="store_true",
-                    help="leave out the distributed section (distributed_bench.py: lafuse on Dask, dask.array and "
+                    help="leave out the distributed section (dist_section.py: lafuse on Dask, dask.array and "
                          "SystemDS on local Spark; --only distributed runs it alone)")
     ap.add_argument("--sds-heap", default=None, help="SystemDS JVM -Xmx (default quick 4g, full 16g)")
     ap.add_argument("--json", default=None, help="results file (default benchmarks/results/bench-<timestamp>.json)")
@@ -218,14 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in report["startup"]:
             console.print(f"start-up {r['script']}: x{r['ratio_median']:.2f} of import numpy")
     if not a.no_distributed and (only is None or "distributed" in only):
-        import distributed_bench
+        import dist_section
 
         with console.status("distributed") as status:
-            report["distributed"] = distributed_bench.run_section(
+            report["distributed"] = dist_section.run_section(
                 a.quick, systemds=not a.no_systemds, progress=lambda msg: status.update(f"distributed: {msg}"))
         report["distributed"]["command"] = report["command"]
         for r in report["distributed"]["rows"]:
-            console.print(distributed_bench.summary_line(r))
+            console.print(dist_section.summary_line(r))
     report["total_seconds"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
     import json

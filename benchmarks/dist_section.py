@@ -1,5 +1,6 @@
 """The distributed section of the benchmark suite (not ``distributed.py``: that name would shadow the
-``distributed`` package for every script in this directory): GNMF, L2SVM, ALS-CG and ``sum(X * log(U %*% t(V) +
+``distributed`` package for every script in this directory; nor a name with "distributed" in it, which
+a ``pkill -f distributed`` meant for stray workers would match): GNMF, L2SVM, ALS-CG and ``sum(X * log(U %*% t(V) +
 1e-15))`` at a size that fits in the workers' memory and at one that spills (the unfused plan's working
 set 2-3x the two workers' total memory limit), side by side:
 
@@ -23,8 +24,8 @@ worker's SpillBuffer ``disk-write`` bytes) and tasks executed; for SystemDS, Spa
 shuffle bytes, spilled bytes). Counts are per run (the process's total over its runs). Every result is
 checked against lafuse local's.
 
-    .venv/bin/python benchmarks/distributed_bench.py [--quick] [--only gnmf,outer-log] [--sizes fits,spills]
-        [--worker-memory 256MiB] [--no-systemds] [--json PATH]
+    .venv/bin/python benchmarks/dist_section.py [--quick] [--only gnmf,outer-log] [--sizes fits,spills]
+        [--worker-memory 384MiB] [--no-systemds] [--json PATH]
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ from harness import (  # noqa: E402
 
 REL_TOL = 1e-6  # iterative algorithms amplify rounding differences (reduction order, BLAS, block sums)
 WORKERS = 2
-DEFAULT_WORKER_MEMORY = "256MiB"
+DEFAULT_WORKER_MEMORY = "384MiB"  # 256 MiB: workers killed at 95% by 8 MB blocks' unmanaged memory
 TIMEOUT = 300.0  # s per process (quick: QUICK_TIMEOUT)
-QUICK_TIMEOUT = 150.0
+QUICK_TIMEOUT = 60.0  # keeps make bench's section near 10 minutes: a spilling run may take minutes
 SYSTEMS = ("lafuse-local", "lafuse-dask", "dask-array", "sds-spark", "sds-hybrid")
 SYSTEM_LABELS = {"lafuse-local": "lafuse local", "lafuse-dask": "lafuse on Dask", "dask-array": "dask.array",
                  "sds-spark": "SystemDS -exec spark", "sds-hybrid": "SystemDS -exec hybrid"}
@@ -302,17 +303,17 @@ def dask_outer_log(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int)
 
 WORKLOADS = [
     DistWorkload("gnmf", "GNMF", algorithms.GNMF_DML, ("X", "W0", "H0"), _gen_gnmf, dask_gnmf,
-                 {"fits": (4000, 2000), "spills": (12000, 6000)}, _two_dense, iters=3, n_out=3,
+                 {"fits": (4000, 2000), "spills": (14000, 7500)}, _two_dense, iters=3, n_out=3,
                  note="X sparse 0.01, rank 10"),
     DistWorkload("l2svm", "L2SVM", algorithms.L2SVM_DML, ("X", "y"), _gen_l2svm, dask_l2svm,
-                 {"fits": (50000, 100), "spills": (1_250_000, 100)},
-                 lambda a: _inputs(a) + 10 * 8 * a["X"].shape[0], iters=3, n_out=2, bs=10000,
+                 {"fits": (20000, 100), "spills": (1_850_000, 100)},
+                 lambda a: _inputs(a) + 10 * 8 * a["X"].shape[0], iters=2, n_out=2, bs=10000,
                  note="X dense; blocks 10000 x 100"),
     DistWorkload("alscg", "ALS-CG", algorithms.ALSCG_DML, ("X", "U0", "V0"), _gen_alscg, dask_alscg,
-                 {"fits": (2000, 2000), "spills": (8000, 8000)}, _two_dense, iters=1, cg=2, n_out=3,
+                 {"fits": (2000, 2000), "spills": (10500, 10500)}, _two_dense, iters=1, cg=2, n_out=3,
                  note="X sparse 0.01, rank 20, 2 CG steps per factor"),
     DistWorkload("outer-log", "sum(X*log(U%*%t(V)+1e-15))", OUTER_LOG_DML, ("X", "U", "V"), _gen_outer,
-                 dask_outer_log, {"fits": (3000, 3000), "spills": (9000, 9000)}, _two_dense,
+                 dask_outer_log, {"fits": (3000, 3000), "spills": (10500, 10500)}, _two_dense,
                  note="X sparse 0.01, rank 50"),
 ]
 BY_KEY = {w.key: w for w in WORKLOADS}
@@ -374,13 +375,14 @@ class Cluster:
     def __init__(self, memory: str, tmp: Path) -> None:
         dask_cli = str(Path(sys.executable).with_name("dask"))
         env = {**os.environ, "DASK_DISTRIBUTED__ADMIN__LOW_LEVEL_LOG_LENGTH": "1000000",
-               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
+               "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "warning"}
         sched_file = tmp / "scheduler.json"
         self.procs: list[subprocess.Popen] = []
         self.log = open(tmp / "cluster.log", "w")  # noqa: SIM115 - closed in close()
         try:
             self.procs.append(subprocess.Popen(
-                [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                # idle timeout and death timeout: no process outlives a harness killed outright
+                [dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--idle-timeout", "900s",
                  "--scheduler-file", str(sched_file)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
                 start_new_session=True))
             end = time.time() + 60
@@ -389,6 +391,7 @@ class Cluster:
             self.procs.append(subprocess.Popen(
                 [dask_cli, "worker", "--scheduler-file", str(sched_file), "--nworkers", str(WORKERS),
                  "--nthreads", "1", "--memory-limit", memory, "--no-dashboard", "--host", "127.0.0.1",
+                 "--death-timeout", "60",
                  "--local-directory", str(tmp / "workers")], env=env, stdout=self.log,
                 stderr=subprocess.STDOUT, start_new_session=True))
             import cloudpickle
@@ -483,6 +486,7 @@ class Result:
     skipped: str | None = None
     counts: dict[str, Any] = field(default_factory=dict)  # per run
     counts_extra: dict[str, Any] = field(default_factory=dict)  # lafuse's own --stats counters
+    error_tail: str = ""  # the end of a failed process's stderr
     top: list[str] = field(default_factory=list)
     check: str = "-"
 
@@ -492,15 +496,18 @@ class Result:
         return {"first": self.first, "warm": self.warm, "warm_median": warm,
                 "time": warm if warm is not None else self.first, "wall": self.wall,
                 "results": self.results, "error": self.error, "skipped": self.skipped, "counts": self.counts,
-                "top": self.top, "check": self.check}
+                "top": self.top, "check": self.check, "error_tail": self.error_tail}
 
 
 def _from_output(r: Result, stdout: str, stderr: str, rc: int) -> Result:
     if rc != 0:
-        lines = (stderr or stdout).strip().splitlines() or [f"exit {rc}"]
-        # lafuse's first error line says what failed (the last one only that it is a bug)
+        lines = [x.strip() for x in (stderr or stdout).strip().splitlines() if x.strip()] or [f"exit {rc}"]
+        # lafuse's first error line says what failed (the last one only that it is a bug); else the
+        # exception a traceback ends with
         said = [x for x in lines if x.startswith("lafuse:")]
-        r.error = (said[0] if said else lines[-1])[:240]
+        raised = [x for x in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", x) or x.startswith("timeout")]
+        r.error = (said[0] if said else raised[-1] if raised else lines[-1])[:240]
+        r.error_tail = (stderr or stdout)[-3000:]
         return r
     times, r.results = parse_script_output(stdout.splitlines())
     if times:
@@ -649,7 +656,8 @@ def verdict(row: dict[str, Any]) -> str:
 
 def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[str, ...] = SIZES,
                 worker_memory: str = DEFAULT_WORKER_MEMORY, systemds: bool = True, sds_heaps: tuple[str, str] =
-                ("1g", "512m"), progress: Callable[[str], None] = print, timeout: float | None = None) -> dict[str, Any]:
+                ("1g", "512m"), progress: Callable[[str], None] = print, timeout: float | None = None,
+                partial: Path | None = None) -> dict[str, Any]:
     """Every row (workload x size) on every system; the section's JSON."""
     from sds_spark import SparkRunner, Unavailable
 
@@ -670,6 +678,12 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
             sds_note = f"unavailable: {e}"
     section["systemds_note"] = sds_note
     t_start = time.perf_counter()
+    import signal
+
+    def _stop(signum: int, frame: Any) -> None:  # SIGTERM/SIGHUP: close the cluster on the way out
+        raise SystemExit(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     with tempfile.TemporaryDirectory(prefix="lafuse-dist-") as d:
         tmp = Path(d)
         cluster = Cluster(worker_memory, tmp)
@@ -681,6 +695,7 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                 t_row = time.perf_counter()
                 progress(f"{w.key} {size}: data")
                 ds = dataset(w, size, runner is not None)
+                t_data = time.perf_counter() - t_row
                 # spilling rows once per process in quick mode: a run takes 10-100 s there
                 inner = (3 if size == "fits" else 1) if quick else (5 if size == "fits" else 3)
                 wl = w.workload(size)
@@ -734,12 +749,21 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                     row["systems"][r.system] = r.summary()
                 row["verdict"] = verdict(row)
                 row["seconds"] = time.perf_counter() - t_row
+                row["data_seconds"] = t_data
                 section["rows"].append(row)
                 progress(summary_line(row))
+                if partial is not None:  # what a killed run leaves behind
+                    partial.write_text(json.dumps(section, indent=1, default=_json_default))
         finally:
             cluster.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     section["seconds"] = time.perf_counter() - t_start
     return section
+
+
+def _json_default(o: Any) -> Any:
+    return o.item() if isinstance(o, np.generic) else str(o)
 
 
 def summary_line(row: dict[str, Any]) -> str:
@@ -774,8 +798,9 @@ def main(argv: list[str] | None = None) -> int:
         return dask_array_main(a.dask_array, a.scheduler, a.inner, a.bs, a.iters, a.cg, a.files)
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     sec = run_section(a.quick, only, tuple(a.sizes.split(",")), a.worker_memory, not a.no_systemds,
-                      timeout=a.timeout or (QUICK_TIMEOUT if a.quick else TIMEOUT))
-    text = json.dumps(sec, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+                      timeout=a.timeout or (QUICK_TIMEOUT if a.quick else TIMEOUT),
+                      partial=Path(a.json + ".partial") if a.json else None)
+    text = json.dumps(sec, indent=1, default=_json_default)
     if a.json:
         Path(a.json).write_text(text)
     else:

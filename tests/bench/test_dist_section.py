@@ -1,4 +1,4 @@
-"""The distributed section (benchmarks/distributed_bench.py) compares lafuse's DML with a hand-written
+"""The distributed section (benchmarks/dist_section.py) compares lafuse's DML with a hand-written
 dask.array version of each workload: at a tiny size the two must compute the same numbers, or a faster
 dask.array row in docs/benchmarks.md could be another computation. dask.array runs on dask's
 single-process scheduler here (no cluster); no timing is asserted."""
@@ -17,7 +17,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import distributed_bench as db  # noqa: E402
+import dist_section as db  # noqa: E402
 from harness import DataSet, parse_script_output, rel_diff, write_lafuse  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
