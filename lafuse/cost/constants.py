@@ -27,6 +27,11 @@ DEFAULT_CSV_READ_RATE = 1.0e7  # cells/s, parsing text (csv/ijv/mm) input
 DEFAULT_CSV_WRITE_RATE = 2.0e6  # cells/s, formatting text output (Java-style doubles)
 DEFAULT_BINARY_READ_BW = 1.0e9  # bytes/s, reading .npy from the page cache / disk
 DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used before (page faults)
+# Dask (runtime.dask), measured on this 2-core machine with 2 single-thread workers on loopback: one
+# independent task's round trip through the scheduler ~1.7 ms (the reference's dask.array figures);
+# blocks sent to the workers inside tasks, 64 blocks of 8 MB in 0.36 s (~1.4 GB/s, serialization bound)
+DASK_TASK_TIME = 1.7e-3  # s per task of a distributed instruction
+DASK_TRANSFER_BW = 1.4e9  # bytes/s, a block moved between this process and a worker
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
 # element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;
 # they are scaled by the profiled machine's rate (cost.operators.kernel_slowdown)

@@ -294,10 +294,31 @@ def _matmult_flops(a: Meta, b: Meta) -> tuple[float, bool]:
     return 2.0 * a.rows * a.cols * b.cols, True
 
 
+def distributed_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool, hints: dict[str, float] | None,
+                     block: int) -> Cost:
+    """A Dask instruction: a move (``scatter``, ``collect``) costs its bytes at the cluster's transfer rate
+    and a task per block; an operator costs its local estimate (one worker's compute: a conservative
+    bound, the workers share it) and a task per block of its largest matrix. Why no more: the
+    per-task overhead is what decides small operators (keep them local) and the moves are what
+    a hybrid plan trades against local memory."""
+    out = meta(h, hints)
+    mats = [m for m in (out, *(meta(i, hints) for i in h.inputs)) if m.matrix]
+    exact = all(m.exact for m in mats)
+    tasks = max((math.ceil(max(m.rows, 1.0) / block) * math.ceil(max(m.cols, 1.0) / block) for m in mats),
+                default=1.0)
+    if opcode in ("scatter", "collect"):
+        return Cost(out.bytes / K.DASK_TRANSFER_BW, tasks * K.DASK_TASK_TIME, exact)
+    local = instruction_cost(opcode, h, prof, inplace, hints)
+    return Cost(local.io, local.compute + tasks * K.DASK_TASK_TIME, local.exact and exact)
+
+
 def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False,
-                     hints: dict[str, float] | None = None) -> Cost:
+                     hints: dict[str, float] | None = None, block: int = 0) -> Cost:
     """Estimate one instruction that computes HOP ``h`` with opcode ``opcode`` (``fcall`` bodies are
-    costed by the program coster, not here)."""
+    costed by the program coster, not here); ``block`` > 0: it runs on Dask with blocks of that size
+    (``distributed_cost``)."""
+    if block > 0:
+        return distributed_cost(opcode, h, prof, inplace, hints, block)
     ins = [meta(i, hints) for i in h.inputs]
     out = meta(h, hints)
     exact = out.exact and all(m.exact for m in ins)

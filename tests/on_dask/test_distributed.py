@@ -260,3 +260,26 @@ def test_unknown_sizes_are_decided_at_recompilation(dask_scheduler, tmp_path):
     want = _numbers(local.stdout.splitlines()[-1])
     for r in (static, again):
         np.testing.assert_allclose(_numbers(r.stdout.splitlines()[-1]), want, rtol=1e-9)
+
+
+def test_moves_are_costed_by_their_bytes_and_tasks():
+    """A scatter or collect costs its bytes at the transfer rate and a task per block (cost.constants
+    DASK_*); a distributed operator its local estimate plus a task per block."""
+    from lafuse.cost import constants as K
+    from lafuse.cost import profile
+    from lafuse.cost.operators import instruction_cost
+    from lafuse.hops.hop import Hop
+
+    h = Hop("scatter", "data", [], "matrix")
+    h.rows, h.cols, h.nnz = 2500, 2000, 2500 * 2000
+    prof = profile.load()
+    c = instruction_cost("scatter", h, prof, block=1000)
+    assert c.io == pytest.approx(2500 * 2000 * 8 / K.DASK_TRANSFER_BW, rel=0.01)
+    assert c.compute == pytest.approx(6 * K.DASK_TASK_TIME)  # 3 x 2 blocks
+    x = Hop("tread", "data", [], "matrix")
+    x.rows, x.cols, x.nnz = 2500, 2000, 2500 * 2000
+    e = Hop("exp", "unary", [x], "matrix")
+    e.rows, e.cols, e.nnz = x.rows, x.cols, x.nnz
+    local = instruction_cost("exp", e, prof)
+    dist = instruction_cost("exp", e, prof, block=500)
+    assert dist.total == pytest.approx(local.total + 20 * K.DASK_TASK_TIME)
