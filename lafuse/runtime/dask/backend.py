@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from lafuse.runtime.dask.matrix import Blocked
 POLL = 0.25  # s between checks while waiting on the cluster (Ctrl-C lands within one)
 CHECK_EVERY = 1.0  # s between looks at the cluster's state while a wait lasts
 STALL_SECONDS = 15.0  # s with no worker able to run a task, and no progress, before a wait gives up
+IN_FLIGHT = 16  # tasks per worker submitted ahead of the cluster before a submission waits (_throttle)
 
 
 @dataclass
@@ -91,6 +93,7 @@ class DaskBackend:
         self._current = threading.local()  # the key prefix of the instruction running on this thread
         self._client: Any = None
         self._started = time.time()
+        self._inflight: deque[Any] = deque()  # the tasks submitted, oldest first (_throttle)
 
     @functools.cached_property
     def blocks(self) -> Any:
@@ -110,9 +113,9 @@ class DaskBackend:
     def operators(self) -> tuple[Any, ...]:
         """The modules of distributed operators, each with ``bind(backend, ins)`` -> callable or None
         (not its operator): products, fused operators, data generation and IO, the rest."""
-        from lafuse.runtime.dask import matmul, ops  # deferred: SciPy and the kernels, once a Dask op runs
+        from lafuse.runtime.dask import fused, io, matmul, ops  # deferred: SciPy, kernels: a Dask op ran
 
-        return (matmul, ops)
+        return (matmul, fused, io, ops)
 
     # ------------------------------------------------------------------ protocol
     def bind(self, ins: Instruction) -> Callable[..., Any] | None:
@@ -189,7 +192,27 @@ class DaskBackend:
         self.counters.by_op[label] = self.counters.by_op.get(label, 0) + 1
         if count:
             self.counters.tasks += 1
-        return self.client().submit(fn, *args, **kw)
+        fut = self.client().submit(fn, *args, **kw)
+        self._throttle(fut)
+        return fut
+
+    def _throttle(self, fut: Any) -> None:
+        """Keep at most IN_FLIGHT tasks per worker submitted ahead of the cluster: a loop whose blocks
+        only submit (nothing steers on a result) would otherwise run ahead of it, and the graph the
+        scheduler holds would grow with the iterations. Past the limit, a submission waits for the
+        oldest half (as results are waited for: Ctrl-C and failures reach the wait). The queue holds
+        its futures (an intermediate released at once must still be waited for), so up to that many
+        results stay on the workers a little longer."""
+        q = self._inflight
+        q.append(fut)
+        limit = IN_FLIGHT * max(1, self.cfg.workers)
+        if len(q) > limit:
+            oldest = [q.popleft() for _ in range(len(q) - limit // 2)]
+            self._wait(self.client(), oldest)
+
+    def settle(self) -> None:
+        """The run is over: the paced tasks (_throttle) are no longer held here."""
+        self._inflight.clear()
 
     def result(self, future: Any) -> Any:
         """A future's value in this process (a scalar control flow may steer on), waited on as
