@@ -26,7 +26,7 @@ from lafuse.hops import cplan as C
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask import blocks as B
 from lafuse.runtime.dask.matrix import Blocked
-from lafuse.runtime.dask.ops import value
+from lafuse.runtime.dask.ops import tree
 
 if TYPE_CHECKING:
     from lafuse.runtime.dask.backend import DaskBackend
@@ -114,7 +114,7 @@ def _cell(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: 
              for i, j in main.grid()}
     if plan.template == "magg":
         combine = tuple(_COMBINE[o] for o in plan.agg_ops)
-        return tuple(value(be, _tree(be, combine, list(tasks.values()))))
+        return tuple(be.result(_tree(be, combine, list(tasks.values()))))
     return _aggregate(be, plan.agg, _COMBINE[plan.agg_op], tasks, main)
 
 
@@ -122,7 +122,7 @@ def _aggregate(be: DaskBackend, agg: str, combine: str, tasks: dict[tuple[int, i
     if agg == C.NO_AGG:
         return be.like(main, tasks)
     if agg == C.FULL_AGG:
-        return float(value(be, _tree(be, combine, list(tasks.values()))))
+        return float(be.result(_tree(be, combine, list(tasks.values()))))
     if agg == C.ROW_AGG:
         out = Blocked(main.rows, 1, main.bs)
         for i in range(main.nrb):
@@ -135,11 +135,7 @@ def _aggregate(be: DaskBackend, agg: str, combine: str, tasks: dict[tuple[int, i
 
 
 def _tree(be: DaskBackend, combine: str | tuple[str, ...], parts: list[Any]) -> Any:
-    fan = 8
-    while len(parts) > 1:
-        parts = [be.submit(B.fold_each, combine, *parts[k:k + fan]) if len(parts[k:k + fan]) > 1 else parts[k]
-                 for k in range(0, len(parts), fan)]
-    return parts[0]
+    return tree(be, parts, B.fold_each, combine)
 
 
 def _split_rows(be: DaskBackend, fut: Any, rows: int, cols: int, bs: int, i: int, out: Blocked) -> None:
@@ -186,8 +182,8 @@ def _row(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: A
         return out
     total = _tree(be, "+", parts)
     if plan.agg == C.FULL_AGG:
-        return float(value(be, total))
-    shape = value(be, be.submit(B.shape_of, total))
+        return float(be.result(total))
+    shape = be.result(be.submit(B.shape_of, total))
     return _whole_to_blocks(be, total, int(shape[0]), int(shape[1]), main.bs)
 
 

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 from lafuse.plan import mmstrategy
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask.matrix import Blocked
+from lafuse.runtime.dask.ops import tree
 from lafuse.runtime.local.kernels import KERNELS
 
 if TYPE_CHECKING:
     from lafuse.runtime.dask.backend import DaskBackend
 
-FAN_IN = 8  # partials one task sums: its memory is FAN_IN partials, the tree adds ~1/7 of their number in tasks
 
 
 def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
@@ -208,13 +208,9 @@ def tsmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
 
 
 def _sum(be: DaskBackend, parts: list[Any], fn: Callable[..., Any] | None = None) -> Any:
-    """The future of the sum of ``parts`` (blocks, or with ``fn`` = sum_grids CPMM's partial grids):
-    consecutive groups of FAN_IN summed by one task each, level by level, so the order of the
-    common dimension is kept and no task holds more than FAN_IN partials."""
-    while len(parts) > 1:
-        parts = [g[0] if len(g) == 1 else be.submit(fn or sum_all, *g)
-                 for g in (parts[n:n + FAN_IN] for n in range(0, len(parts), FAN_IN))]
-    return parts[0]
+    """The future of the sum of ``parts`` (blocks, or with ``fn`` = sum_grids CPMM's partial grids),
+    in the common dimension's order (runtime.dask.ops.tree)."""
+    return tree(be, parts, fn or sum_all)
 
 
 # ---------------------------------------------------------------- mmchain

@@ -26,7 +26,7 @@ from lafuse.runtime.local.kernels_reorg import _checked_bounds
 if TYPE_CHECKING:
     from lafuse.runtime.dask.backend import DaskBackend
 
-FAN_IN = 8  # partial results one task of a tree reduction combines
+FAN_IN = 8  # partial results one task of a tree reduction combines: its memory is FAN_IN partials, the tree adds ~1/7 of their number in tasks
 
 
 def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
@@ -77,19 +77,19 @@ def _cellwise(be: DaskBackend, op: str, slots: Any, dims: tuple[int, int], *args
 # ---------------------------------------------------------------- aggregates
 
 
-def value(be: DaskBackend, fut: Any) -> Any:
-    """A future's value in this process (through the backend's error translation where it has one)."""
-    get = getattr(be, "result", None)
-    return get(fut) if get is not None else fut.result()
+def tree(be: DaskBackend, parts: list[Any], fn: Callable[..., Any], *lead: Any) -> Any:
+    """One future: ``parts`` combined by the block function ``fn(*lead, *group)`` FAN_IN at a time,
+    level by level, in their order (a fixed order: the same sum every run; no task holds more than
+    FAN_IN partial results)."""
+    while len(parts) > 1:
+        parts = [g[0] if len(g) == 1 else be.submit(fn, *lead, *g)
+                 for g in (parts[n:n + FAN_IN] for n in range(0, len(parts), FAN_IN))]
+    return parts[0]
 
 
 def _tree(be: DaskBackend, combine: str, parts: list[Any]) -> Any:
-    """One future: ``parts`` combined with the local binary kernel ``combine``, FAN_IN at a time, in
-    their order (a fixed order: the same sum every run)."""
-    while len(parts) > 1:
-        parts = [be.submit(B.fold, combine, *parts[k:k + FAN_IN]) if len(parts[k:k + FAN_IN]) > 1 else parts[k]
-                 for k in range(0, len(parts), FAN_IN)]
-    return parts[0]
+    """``parts`` combined with the local binary kernel ``combine`` (runtime.dask.blocks.fold)."""
+    return tree(be, parts, B.fold, combine)
 
 
 _COMBINE = {"sum": "+", "prod": "*", "min": "min", "max": "max", "mean": "+", "var": "+", "sd": "+"}
@@ -101,11 +101,11 @@ def _full(be: DaskBackend, op: str, a: Any) -> float:
         if n == 1:
             return 0.0
         mu = _full(be, "mean", a)
-        ss = value(be, _tree(be, "+", [be.submit(B.squared_deviations, a.blocks[k], mu) for k in a.grid()]))
+        ss = be.result(_tree(be, "+", [be.submit(B.squared_deviations, a.blocks[k], mu) for k in a.grid()]))
         v = float(ss) / (n - 1)
         return math.sqrt(v) if op == "sd" and v >= 0 else (math.nan if op == "sd" else v)
     part = "sum" if op == "mean" else op
-    total = float(value(be, _tree(be, _COMBINE[op], [be.submit(B.call, part, None, a.blocks[k]) for k in a.grid()])))
+    total = float(be.result(_tree(be, _COMBINE[op], [be.submit(B.call, part, None, a.blocks[k]) for k in a.grid()])))
     return total / n if op == "mean" else total
 
 
