@@ -48,6 +48,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     bounds: dict[int, float] = {}
     fmt_of: dict[int, str | None] = {}  # predicted format of each matrix register
     converted: dict[int, int] = {}  # register -> the register of its dense conversion
+    on_dask: set[int] = set()  # HOPs whose instruction runs on Dask
     nregs = len(order)
     for h in order:
         bounds[h.id] = sizes.nnz_bound(h, bounds)
@@ -82,10 +83,13 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.need = operation_bytes(h, bounds)
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
-        if exectype.may_distribute(ins.need, budget, exec_mode):
-            ins.exec_type = exectype.choose(ins.need, budget, exec_mode, exectype.distributable(ins), _cells(h))
+        transitive = bool(on_dask) and exec_mode == "auto" and _follows_distributed(ins, on_dask, users)
+        if transitive or exectype.may_distribute(ins.need, budget, exec_mode):
+            ok = exectype.distributable(ins)
+            ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h))
             if ins.exec_type == DASK:
                 _distribute(ins, cluster or exectype.ClusterShape())
+                on_dask.add(h.id)
         fmt_of[r] = ins.out_fmt
         for k in dense_operands(ins):
             a = ins.args[k]
@@ -116,6 +120,16 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         for ins in instrs:
             ins.reuse = _reuse_operand(ins)
     return Plan(instrs, nregs, constants, writes, result)
+
+
+def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, list[Hop]]) -> bool:
+    """SystemDS's transitive rule for products (AggBinaryOp): a product that fits here still runs
+    distributed when an operand is a distributed result that only it reads, rather than collecting
+    that operand to multiply it here."""
+    h = ins.hop
+    if h.kind != "matmult" and ins.chain is None:
+        return False
+    return any(i.id in on_dask and len(users.get(i.id, ())) == 1 for i in (ins.reads or h.inputs))
 
 
 def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:

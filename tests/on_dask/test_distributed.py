@@ -283,3 +283,32 @@ def test_moves_are_costed_by_their_bytes_and_tasks():
     local = instruction_cost("exp", e, prof)
     dist = instruction_cost("exp", e, prof, block=500)
     assert dist.total == pytest.approx(local.total + 20 * K.DASK_TASK_TIME)
+
+
+def test_a_product_follows_its_distributed_operand_transitively(monkeypatch):
+    """auto: X * X does not fit the budget and runs on Dask; the product reading it fits, but X * X
+    has no other reader, so the product runs there too (SystemDS's transitive rule) instead of
+    collecting it; a product whose distributed operand has a second reader stays here."""
+    from lafuse import memory
+    from lafuse.hops.hop import Hop
+    from lafuse.hops.program import Dag
+    from lafuse.plan.build import build
+
+    def mat(op, kind, ins, r, c, name=None):
+        h = Hop(op, kind, ins, "matrix")
+        h.rows, h.cols, h.nnz, h.name = r, c, r * c, name
+        return h
+
+    # bytes: X * X holds 24 MB (X and the result), the product 8 MB + 16 KB
+    monkeypatch.setattr(memory, "budget_bytes", lambda: 1.2e7)
+    for second, where in ((False, DASK), (True, LOCAL)):
+        x, v = mat("tread", "data", [], 1000, 1000, "X"), mat("tread", "data", [], 1000, 1, "v")
+        y = mat("*", "binary", [x, x], 1000, 1000)
+        outs = [mat("%*%", "matmult", [y, v], 1000, 1)] + ([Hop("sum", "agg_unary", [y], "scalar")] if second else [])
+        writes = []
+        for n, r in enumerate(outs):
+            w = Hop("twrite", "data", [r], r.dt)
+            w.name = f"o{n}"
+            writes.append(w)
+        types = {i.hop.op: i.exec_type for i in build(Dag(writes), exec_mode="auto").instructions}
+        assert types["*"] == DASK and types["%*%"] == where, (second, types)
