@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 STACK_BYTES = 1 << 30  # wanted stack of a deep thread (virtual; halved until the system grants it)
 MIN_STACK_BYTES = 32 << 20
+RESEND_INTERRUPT = 2.0  # s a deep thread may take to unwind after Ctrl-C before it is interrupted again
 BYTES_PER_FRAME = 4096  # C stack a Python frame may take, with margin (measured: up to ~1.5 KB)
 FRAMES_PER_CALL = 12  # Python frames per DML function call level (measured ~7), with margin
 
@@ -160,8 +161,12 @@ def _wait(done: threading.Event) -> None:
     except KeyboardInterrupt:
         interrupt_all()
         # a second Ctrl-C stops waiting (the daemon thread dies at exit); otherwise the worker unwinds
-        # (finally blocks run) and leaves its own outcome, KeyboardInterrupt or a result, in the box
-        done.wait()
+        # (finally blocks run) and leaves its own outcome, KeyboardInterrupt or a result, in the box.
+        # The interrupt is sent again while the worker runs on: Python drops an exception raised in a
+        # __del__ or a weakref callback ("Exception ignored in ..."), and one landing there is lost
+        # (seen with Dask's futures, released on the deep thread: 1 of 40 interrupted runs went on)
+        while not done.wait(RESEND_INTERRUPT):
+            interrupt_all()
 
 
 def interrupt_all() -> None:

@@ -19,6 +19,7 @@ from lafuse.config import Config
 from lafuse.errors import DMLRuntimeError
 
 CONNECT_TIMEOUT = 10.0  # s, to reach an existing scheduler
+CLOSE_TIMEOUT = 20.0  # s closing may take before the local cluster's worker processes are killed
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
@@ -75,7 +76,11 @@ def dask_setup(worker: Any) -> None:
 
 def close() -> None:
     """Close the client and the LocalCluster this process started (its worker processes end). The
-    connections that closing ends log errors of their own (a closed comm): not a user's concern."""
+    connections that closing ends log errors of their own (a closed comm): not a user's concern.
+    Closing waits at most CLOSE_TIMEOUT; then the local cluster's worker processes are killed, so
+    none outlives the run. Why: a run stopped by Ctrl-C is stopped by an exception raised into its
+    thread at whatever bytecode it runs (runtime.deepstack), possibly inside the client's own
+    bookkeeping; a client left in such a state must not keep the process from exiting."""
     c, cluster = _STATE.pop("client", None), _STATE.pop("cluster", None)
     _STATE.pop("key", None)
     if c is None and cluster is None:
@@ -84,9 +89,28 @@ def close() -> None:
 
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    for obj in (c, cluster):
-        if obj is not None:
-            try:
-                obj.close()
-            except Exception:  # noqa: BLE001 - closing at exit: nothing left to report to
-                pass
+
+    def shut() -> None:
+        for obj in (c, cluster):
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # noqa: BLE001 - closing at exit: nothing left to report to
+                    pass
+
+    t = threading.Thread(target=shut, name="lafuse-dask-close", daemon=True)
+    t.start()
+    t.join(CLOSE_TIMEOUT)
+    if t.is_alive() and cluster is not None:
+        _kill_workers()
+
+
+def _kill_workers() -> None:
+    """Kill this process's Dask worker processes (the nannies' children) and wait for them."""
+    import multiprocessing  # deferred: only when closing failed
+
+    procs = [p for p in multiprocessing.active_children() if p.name.startswith("Dask Worker process")]
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.join(5)
