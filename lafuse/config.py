@@ -67,6 +67,8 @@ class Config:
     workers: int = 2
     worker_memory: str | None = None  # e.g. "2GiB"; none: the machine's memory shared by the workers
     block_size: int = 1000
+    # --exec dask: matrix operators of fewer cells (their largest matrix) stay here, as scalars do
+    dask_min_cells: int = 4
     # a distributed product's strategy forced (plan.mmstrategy.METHODS: tsmm, mapmmchain, mapmm_l, mapmm_r,
     # zipmm, cpmm, rmm) where it applies to the product's shape, else SystemDS's rules; none: the rules
     mm_method: str | None = None
@@ -118,7 +120,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "mm_method": (None, "tsmm", "mapmmchain", "mapmm_l", "mapmm_r", "zipmm", "cpmm", "rmm"),  # (mmstrategy.METHODS)
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),
-                                        "cache_max_bytes": (0, True), "workers": (1, True), "block_size": (1, True)}
+                                        "cache_max_bytes": (0, True), "workers": (1, True), "block_size": (1, True),
+                                        "dask_min_cells": (1, True)}
 
 
 def check_value(key: str, value: Any, where: str = "config") -> Any:

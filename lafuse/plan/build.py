@@ -86,9 +86,11 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         transitive = bool(on_dask) and exec_mode == "auto" and _follows_distributed(ins, on_dask, users)
         if transitive or exectype.may_distribute(ins.need, budget, exec_mode):
             ok = exectype.distributable(ins)
-            ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h))
+            shape = cluster or exectype.ClusterShape()
+            ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h),
+                                                                           shape.min_cells)
             if ins.exec_type == DASK:
-                _distribute(ins, cluster or exectype.ClusterShape())
+                _distribute(ins, shape)
                 on_dask.add(h.id)
         fmt_of[r] = ins.out_fmt
         for k in dense_operands(ins):
@@ -140,8 +142,13 @@ def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:
 
 
 def _cells(h: Hop) -> float:
-    return max((float(i.rows) * float(i.cols) for i in [h, *h.inputs] if i.dt == MATRIX and i.rows >= 0
-                and i.cols >= 0), default=-1.0)
+    """The size --exec dask compares with its minimum: the operation's largest matrix; for right
+    indexing its result (a slice reads only the cells it returns: a small slice of a distributed
+    matrix is taken here from its collected copy, which the Dask backend keeps, rather than by a task
+    and a gather per slice)."""
+    mats = [h] if h.op == "rix" else [h, *h.inputs]
+    return max((float(i.rows) * float(i.cols) for i in mats if i.dt == MATRIX and i.rows >= 0 and i.cols >= 0),
+               default=-1.0)
 
 
 def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int, nregs: int,

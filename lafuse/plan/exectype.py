@@ -42,7 +42,6 @@ ROWCOL_AGGREGATES = frozenset({"rowSums", "rowMeans", "rowMins", "rowMaxs", "row
 AGGREGATES = FULL_AGGREGATES | ROWCOL_AGGREGATES
 REORGS = frozenset({"t", "rix", "lix", "cbind", "rbind"})
 DISTRIBUTED = CELLWISE | AGGREGATES | REORGS | {"%*%"}
-MIN_DASK_CELLS = 4  # --exec dask: smaller matrices (and scalars) stay local
 BROADCAST_FRACTION = 0.7  # of a worker's memory a broadcast operand may take (SystemDS: of storage memory)
 
 
@@ -54,6 +53,7 @@ class ClusterShape:
     block_size: int = 1000
     workers: int = 2
     worker_bytes: float = float(1 << 30)
+    min_cells: int = 4  # --exec dask: operators on fewer cells stay here (Config.dask_min_cells)
 
     @property
     def broadcast_bytes(self) -> float:
@@ -67,7 +67,7 @@ class ClusterShape:
             per = parse_bytes(cfg.worker_memory)
         else:  # LocalCluster's "auto": the machine's memory shared by the workers
             per = memory.physical_memory() / workers
-        return cls(cfg.block_size, workers, float(per))
+        return cls(cfg.block_size, workers, float(per), cfg.dask_min_cells)
 
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
@@ -91,14 +91,15 @@ def may_distribute(need: float, budget: float, mode: str) -> bool:
     return mode == "dask" or (mode == "auto" and need > budget)
 
 
-def choose(need: float, budget: float, mode: str, distributed: bool = False, cells: float = -1.0) -> str:
+def choose(need: float, budget: float, mode: str, distributed: bool = False, cells: float = -1.0,
+           min_cells: int = 4) -> str:
     """The execution type of an operation that holds ``need`` bytes (-1 unknown) under a memory
     budget of ``budget`` bytes; ``distributed``: it has a distributed implementation for its operands;
-    ``cells``: its largest matrix's cells (-1 unknown)."""
+    ``cells``: its largest matrix's cells (-1 unknown); ``min_cells``: fewer stay here under ``dask``."""
     if not may_distribute(need, budget, mode) or not distributed:
         return LOCAL
     if mode == "dask":
-        return DASK if cells >= MIN_DASK_CELLS else LOCAL
+        return DASK if cells >= min_cells else LOCAL
     return DASK
 
 

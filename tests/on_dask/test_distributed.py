@@ -312,3 +312,18 @@ def test_a_product_follows_its_distributed_operand_transitively(monkeypatch):
             writes.append(w)
         types = {i.hop.op: i.exec_type for i in build(Dag(writes), exec_mode="auto").instructions}
         assert types["*"] == DASK and types["%*%"] == where, (second, types)
+
+
+def test_a_small_collected_value_is_gathered_once_and_handed_out_as_copies(dask_scheduler):
+    from lafuse.runtime.dask.backend import DaskBackend
+
+    be = DaskBackend(_cfg(dask_scheduler, block_size=3))
+    m = np.arange(35, dtype=float).reshape(7, 5)
+    x = be.scatter(m)
+    a = be.collect(x)
+    gathered = be.counters.gathered_blocks
+    b = be.collect(x)
+    assert be.counters.gathered_blocks == gathered == 6  # (3 x 2 blocks, once)
+    a[0, 0] = -1.0  # a local operator may write into its operand: the kept value stays as gathered
+    np.testing.assert_array_equal(b, m)
+    np.testing.assert_array_equal(be.collect(x), m)

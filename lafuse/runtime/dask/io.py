@@ -231,11 +231,8 @@ def _as_declared(be: DaskBackend, out: Blocked, meta: Meta, expect: tuple[str, i
 
 
 def _gather(be: DaskBackend, futures: list[Any]) -> list[Any]:
-    """The values of ``futures`` here (through the backend's wait where it has one)."""
-    if not futures:
-        return []
-    wait = getattr(be, "gather", None)
-    return list(wait(futures)) if wait is not None else list(be.client().gather(futures))
+    """The values of ``futures`` here (the backend's wait: failures located, Ctrl-C lands)."""
+    return be.gather(futures) if futures else []
 
 
 def _scan(apath: str, start: int, every: int, want_crc: bool) -> tuple[list[int], int, bool, int]:

@@ -18,6 +18,8 @@ class Blocked:
     cols: int
     bs: int
     blocks: dict[tuple[int, int], Any] = field(default_factory=dict)
+    # the value gathered once (runtime.dask.backend.collect keeps small ones: the blocks never change)
+    local: Any = field(default=None, repr=False, compare=False)
 
     @property
     def shape(self) -> tuple[int, int]:
