@@ -20,11 +20,13 @@ from tests.conformance import compare, corpus
 from tests.conformance.test_algorithms import TRACE_RTOL, ZERO_BELOW
 
 RTOL = 1e-9
-BLOCK = {"corpus": 5, "algorithms": 37, "large": 331}
+BLOCK = {"corpus": 5, "algorithms": 37, "large": 331, "loops": 37}
 # the algorithm drivers' vectors and row-by-row work stay local below 1000 cells (alsDS updates one row
 # of its 100 x 3 factors per parfor iteration: on Dask that was a task and a gather per row, 94 s for the
 # driver); the data matrices (100 x 30, 200 x 10 and larger) and their products still run on Dask
-MIN_CELLS = {"corpus": 4, "algorithms": 1000, "large": 4}
+MIN_CELLS = {"corpus": 4, "algorithms": 1000, "large": 4, "loops": 4}
+# corpus scripts that loop over 200 x 10 to 1000 x 1000 matrices: 27-34 s each at blocks of 5
+LOOPS = {"070_builtin_classifiers.dml", "077_logreg_gradient_descent.dml", "082_sparse_large.dml"}
 # corpus scripts with 1000 x 1000 to 2000 x 2000 matrices: blocks of 5 would make one operator 40,000 to
 # 160,000 tasks; blocks of 331 still leave edge blocks (1000 = 3 x 331 + 7)
 LARGE = {"090_all_zero_matrices.dml", "092_ultra_sparse_table.dml", "093_seeded_rand_values.dml",
@@ -98,8 +100,8 @@ def _check(directory: Path, name: str, inputs: Path, cfg: Path, scheduler: str, 
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_corpus_script_on_dask_equals_local(name, inputs, dask_config, dask_scheduler, tmp_path):
-    _check(corpus.SCRIPTS_DIR, name, inputs, dask_config["large" if name in LARGE else "corpus"], dask_scheduler,
-           tmp_path)
+    kind = "large" if name in LARGE else "loops" if name in LOOPS else "corpus"
+    _check(corpus.SCRIPTS_DIR, name, inputs, dask_config[kind], dask_scheduler, tmp_path)
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)
