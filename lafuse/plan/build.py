@@ -108,7 +108,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     # (under auto a plan whose operators all stay here moves nothing; under dask a variable may be distributed)
     if exec_mode == "dask" or any(i.exec_type != LOCAL for i in instrs):
         instrs, writes, result, nregs = _moves(instrs, writes, result, nregs, {reg[h.id]: h for h in order},
-                                               exec_mode == "dask")
+                                               exec_mode == "dask", budget)
     # liveness: last reader of each register
     last: dict[int, int] = {}
     for pos, ins in enumerate(instrs):
@@ -152,13 +152,17 @@ def _cells(h: Hop) -> float:
 
 
 def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int, nregs: int,
-           hop_of: dict[int, Hop], keep: bool) -> tuple[list[Instruction], list[tuple[str, int]], int, int]:
+           hop_of: dict[int, Hop], keep: bool, budget: float = float("inf")
+           ) -> tuple[list[Instruction], list[tuple[str, int]], int, int]:
     """``scatter`` and ``collect`` instructions where a value crosses execution types: a local matrix
     a distributed operator reads is scattered once, a distributed matrix a local instruction (or the
     interpreter, as a predicate's ``result``) reads is collected once. ``keep`` (--exec dask):
     variables keep distributed values from block to block, so a matrix variable read may be either
-    (ANYWHERE): its readers get a move that passes a value already where they run; else a block's
-    distributed results are collected before its variable writes."""
+    (ANYWHERE): its readers get a move that passes a value already where they run; else (auto) a
+    block's distributed results are collected before its variable writes, except one larger than the
+    ``budget`` (collecting it would not fit): that variable stays distributed, as SystemDS keeps an
+    RDD-backed variable, and every later operator reading it holds more than the budget too, so it
+    runs on Dask or stops at the budget."""
     where: dict[int, str] = {}
     moved: dict[tuple[int, str], int] = {}
     out: list[Instruction] = []
@@ -186,10 +190,15 @@ def _moves(instrs: list[Instruction], writes: list[tuple[str, int]], result: int
             where[ins.out] = ANYWHERE if keep and ins.opcode in PASS_THROUGH else ins.exec_type
             hop_of[ins.out] = ins.hop
     if not keep:
-        writes = [(name, at(r, LOCAL)) for name, r in writes]
+        writes = [(name, r if where.get(r) == DASK and _bytes(hop_of[r]) > budget else at(r, LOCAL))
+                  for name, r in writes]
     if result >= 0:
         result = at(result, LOCAL)
     return out, writes, result, nregs
+
+
+def _bytes(h: Hop) -> float:
+    return sizes.output_bytes(h.rows, h.cols, h.nnz) if h.dt == MATRIX else 0.0
 
 
 ANYWHERE = "anywhere"  # (_moves) a variable's value: local or distributed

@@ -327,3 +327,25 @@ def test_a_small_collected_value_is_gathered_once_and_handed_out_as_copies(dask_
     a[0, 0] = -1.0  # a local operator may write into its operand: the kept value stays as gathered
     np.testing.assert_array_equal(b, m)
     np.testing.assert_array_equal(be.collect(x), m)
+
+
+def test_auto_keeps_a_variable_distributed_when_collecting_it_would_not_fit(dask_scheduler):
+    """auto with a budget below every matrix here: X's new value is not collected before it is written
+    (it would not fit), the loop's operators read it where it is, and only the outputs come back."""
+    text = """
+X = rand(rows=60, cols=40, seed=1)
+for (i in 1:3) {
+  X = X * 0.5 + 1
+}
+s = sum(X)
+"""
+    cfg = _cfg(dask_scheduler, exec_type="auto", memory_budget=1e-12)
+    with cfgmod.using(cfg):
+        comp = Compiler(cfg)
+        plan = explain_program(comp.compile_text(text, "<test>", outputs=("X", "s")), "runtime", comp)
+    assert re.search(r"^-*DASK \+ .* -> (_r\d+) .*\n-*CP assignvar \1 X$", plan, re.M), plan
+    assert "collect" not in plan, plan
+    local = run_dml(text, outputs=("X", "s"), cfg=_cfg(), out=io.StringIO())
+    dist = run_dml(text, outputs=("X", "s"), cfg=cfg, out=io.StringIO())
+    np.testing.assert_allclose(_dense(dist["X"]), _dense(local["X"]), rtol=1e-12)
+    assert dist["s"] == pytest.approx(local["s"], rel=1e-12)
