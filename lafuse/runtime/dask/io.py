@@ -39,13 +39,29 @@ import numpy as np
 
 from lafuse.errors import DMLError
 from lafuse.formats import sparse_format
+from lafuse.mtd import Meta, merged, norm_format
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask.matrix import Blocked
+from lafuse.runtime.io.readers import (
+    _assemble,
+    _csv_sep,
+    _matrix_shape,
+    _npy_header,
+    _parse_ijv_lines,
+    _read_csv_fast,
+    _read_csv_matrix,
+    _read_ijv_fast,
+    guess_format,
+)
+from lafuse.runtime.io.text import INT, decode, lines, split_csv
+from lafuse.runtime.local import sdsrand
 from lafuse.runtime.local.backend import bind_args
+from lafuse.runtime.local.kernels_common import need_float, trunc_index
+from lafuse.runtime.local.kernels_datagen import k_rand
+from lafuse.runtime.values import choose_format, is_matrix, nnz, to_dense
 from lafuse.sparse import sp
 
 if TYPE_CHECKING:
-    from lafuse.mtd import Meta
     from lafuse.runtime.dask.backend import DaskBackend
 
 SDS_BLOCK = 1000  # sdsrand.DEFAULT_BLOCKSIZE: the block grid of rand's seeds
@@ -72,8 +88,6 @@ def _rand_spec(dims: tuple[int, int], rows: Any, cols: Any, min_v: Any, max_v: A
     """(rows, cols, min, max, sparsity, normal, seed) of a rand generated from block seeds, or None
     where the local kernel runs instead (its errors, poisson, NumPy streams, sizes other than planned)."""
     from lafuse.runtime.local import kernels_datagen as kd  # deferred: the kernels, on first rand
-    from lafuse.runtime.local import sdsrand
-    from lafuse.runtime.local.kernels_common import need_float, trunc_index
 
     r, c = kd._dim(rows, "rows", "rand"), kd._dim(cols, "cols", "rand")
     lo = need_float(min_v if min_v is not None else 0.0, "rand", "min")
@@ -94,8 +108,6 @@ def _rand_spec(dims: tuple[int, int], rows: Any, cols: Any, min_v: Any, max_v: A
 def _rand(be: DaskBackend, dims: tuple[int, int], rows: Any = 1, cols: Any = 1, min_v: Any = 0.0,
           max_v: Any = 1.0, sparsity: Any = 1.0, pdf: Any = "uniform", seed: Any = -1, lam: Any = 1.0) -> Any:
     """rand's arguments in the catalogue's order (runtime.local.kernels_datagen.k_rand)."""
-    from lafuse.runtime.local import sdsrand
-    from lafuse.runtime.local.kernels_datagen import k_rand
 
     args = (rows, cols, min_v, max_v, sparsity, pdf, seed, lam)
     try:
@@ -166,15 +178,12 @@ def _read(be: DaskBackend, hop: Any, *args: Any) -> Any:
     if out is not None:
         return out
     v = read_value(path, kw, expect=expect)
-    from lafuse.runtime.values import is_matrix
 
     return be.scatter(v) if is_matrix(v) else v
 
 
 def _read_distributed(be: DaskBackend, path: str, params: dict[str, Any], expect: tuple[str, int, int, int]
                       ) -> Blocked | None:
-    from lafuse.mtd import merged, norm_format
-    from lafuse.runtime.io.readers import guess_format
 
     meta = merged(path, params)
     p = meta.params
@@ -287,7 +296,6 @@ def _text_start(apath: str) -> int:
 
 
 def _read_npy(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Blocked | None:
-    from lafuse.runtime.io.readers import _matrix_shape, _npy_header
 
     size = os.path.getsize(apath)
     with open(apath, "rb") as f:
@@ -313,8 +321,6 @@ def _read_npy(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Bl
 
 
 def _read_csv(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Blocked | None:
-    from lafuse.runtime.io.readers import _csv_sep
-    from lafuse.runtime.io.text import decode, lines, split_csv
 
     p = meta.params
     sep = _csv_sep(path, p)
@@ -368,7 +374,6 @@ def _read_csv(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int) -> Bl
 def _mm_header(path: str, apath: str, start: int) -> tuple[int, int, int, bool, bool, int] | None:
     """(rows, cols, entries, pattern, symmetric, offset of the first entry line) of a MatrixMarket
     file the local reader accepts the header of; None otherwise (the local read reports it)."""
-    from lafuse.runtime.io.text import INT, decode
 
     with open(apath, "rb") as f:
         f.seek(start)
@@ -459,7 +464,6 @@ def _read_ijv(be: DaskBackend, path: str, apath: str, meta: Meta, bs: int, mm: b
 def rand_block(bseed: int, br: int, bc: int, lo: float, rng: float, sparsity: float, normal: bool) -> Any:
     """One block of rand's seed grid by the local per-block generator, in the format the local
     kernel's rule gives its cells (runtime.local.kernels_datagen._sds_rand)."""
-    from lafuse.runtime.local import sdsrand
 
     res = sdsrand.rand_block(bseed, br, bc, lo, rng, sparsity, normal)
     if isinstance(res, np.ndarray):
@@ -485,7 +489,6 @@ def filled_block(h: int, w: int, value: float) -> Any:
 def paste(h: int, w: int, *pieces: tuple[Any, ...]) -> Any:
     """An h x w block of pieces (source block, its rows r0:r1, columns c0:c1, destination row,
     column), in the format the local rule gives its non-zeros."""
-    from lafuse.runtime.values import choose_format, to_dense
 
     out = np.zeros((h, w))
     for src, r0, r1, c0, c1, dr, dc in pieces:
@@ -494,7 +497,6 @@ def paste(h: int, w: int, *pieces: tuple[Any, ...]) -> Any:
 
 
 def block_nnz(b: Any) -> int:
-    from lafuse.runtime.values import nnz
 
     return nnz(b)
 
@@ -507,7 +509,6 @@ def npy_block(apath: str, offset: int, dtype: str, rows: int, cols: int, fortran
               c0: int, c1: int) -> Any:
     """Rows r0:r1, columns c0:c1 of an npy file's array, read through a memory map (the local reader's
     doubles: the array converted cell by cell)."""
-    from lafuse.runtime.values import choose_format
 
     m = np.memmap(apath, dtype=np.dtype(dtype), mode="r", offset=offset, shape=(rows, cols),
                   order="F" if fortran else "C")
@@ -530,8 +531,6 @@ def csv_panel(apath: str, path: str, b0: int, b1: int, nrows: int, ncols: int, o
               mode: str) -> tuple[np.ndarray, bool]:
     """The rows of one row block (bytes b0:b1) by the local csv reader: pandas' parser when ``mode``
     is auto and the local reader's fast path takes them, else its line loop. Returns (rows, fast)."""
-    from lafuse.mtd import Meta
-    from lafuse.runtime.io.readers import _read_csv_fast, _read_csv_matrix
 
     raw = _bytes(apath, b0, b1)
     p = {"sep": opts["sep"], "header": False, "fill": opts["fill"], "default": opts["default"], "rows": nrows,
@@ -546,7 +545,6 @@ def csv_panel(apath: str, path: str, b0: int, b1: int, nrows: int, ncols: int, o
 
 
 def columns(panel: tuple[np.ndarray, bool], c0: int, c1: int) -> Any:
-    from lafuse.runtime.values import choose_format
 
     return choose_format(np.array(panel[0][:, c0:c1], dtype=np.float64))
 
@@ -556,8 +554,6 @@ def ijv_chunk(apath: str, path: str, b0: int, b1: int, mode: str, pattern: bool,
     """The cells of the IJV lines in bytes b0:b1 (0-based, file order, ``0 0 0`` markers dropped) by
     the local reader's parsers: pandas' when ``mode`` is auto and the local fast path takes the
     chunk as it would the whole file, else the line parser. Returns (i, j, v, fast)."""
-    from lafuse.runtime.io.readers import _parse_ijv_lines, _read_ijv_fast
-    from lafuse.runtime.io.text import decode, lines
 
     raw = _bytes(apath, b0, b1)
     if mode == "auto" and not raw.startswith(b"\n") and (last or b"\n\n" not in raw):
@@ -583,8 +579,6 @@ def ijv_block(path: str, r0: int, r1: int, c0: int, c1: int, symmetric: bool, *c
     """Block rows r0:r1, columns c0:c1 of the cells of ``chunks`` (in file order; a symmetric file's
     mirrored cells after all of them, as the local reader appends them) by the local reader's
     assembly (a repeated cell keeps its last value)."""
-    from lafuse.runtime.io.readers import _assemble
-    from lafuse.runtime.values import choose_format
 
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     passes = [False, True] if symmetric else [False]
