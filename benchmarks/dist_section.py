@@ -502,9 +502,10 @@ class Result:
 def _from_output(r: Result, stdout: str, stderr: str, rc: int) -> Result:
     if rc != 0:
         lines = [x.strip() for x in (stderr or stdout).strip().splitlines() if x.strip()] or [f"exit {rc}"]
-        # lafuse's first error line says what failed (the last one only that it is a bug); else the
-        # exception a traceback ends with
-        said = [x for x in lines if x.startswith("lafuse:")]
+        # lafuse's first error line says what failed (the last one only that it is a bug; a runtime
+        # error is "script:line:col: runtime error: ...", the source line and a caret after it); else
+        # the exception a traceback ends with
+        said = [x for x in lines if x.startswith("lafuse:") or re.search(r":\d+:\d+: runtime error: ", x)]
         raised = [x for x in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b", x) or x.startswith("timeout")]
         r.error = (said[0] if said else raised[-1] if raised else lines[-1])[:240]
         r.error_tail = (stderr or stdout)[-3000:]

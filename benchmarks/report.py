@@ -642,7 +642,7 @@ def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
         if e.get("skipped") or not c:
             return "-"
         if str(e.get("check") or "").startswith("ERROR"):
-            return "failed"
+            return "failed" + (" (a worker restarted)" if c.get("restarted") else "")
         if k.startswith("sds"):
             if not num(c.get("spark_started")):
                 return "no Spark job"
