@@ -11,6 +11,7 @@ the plan bound to its backends' code). ``lafuse explain --until STAGE`` stops af
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
@@ -179,11 +180,18 @@ class Compiler:
 
     @functools.cached_property
     def cluster_shape(self) -> ClusterShape:
-        """The cluster as the planner sees it (block size, workers, their memory)."""
+        """The cluster as the planner sees it (block size, workers, their memory). An existing cluster
+        (``scheduler``) is asked: its workers' memory limits size the broadcast budget of the product
+        strategies (the machine's memory would let a broadcast outgrow a worker)."""
         try:
-            return ClusterShape.of(self.cfg)
+            shape = ClusterShape.of(self.cfg)
         except ValueError as e:
             raise DMLRuntimeError(f"--worker-memory: {e}") from None
+        if self.cfg.scheduler and self.cfg.exec_type != "local":
+            workers, memory = self.backends[DASK].workers_memory()  # type: ignore[attr-defined]
+            if workers:
+                shape = dataclasses.replace(shape, workers=workers, worker_bytes=memory or shape.worker_bytes)
+        return shape
 
     # ------------------------------------------------------------ functions
     def _compile_functions(self, prog: Program) -> None:

@@ -349,3 +349,12 @@ s = sum(X)
     dist = run_dml(text, outputs=("X", "s"), cfg=cfg, out=io.StringIO())
     np.testing.assert_allclose(_dense(dist["X"]), _dense(local["X"]), rtol=1e-12)
     assert dist["s"] == pytest.approx(local["s"], rel=1e-12)
+
+
+def test_an_existing_clusters_worker_memory_sizes_the_broadcast_budget(dask_scheduler):
+    """With --scheduler the planner asks the cluster: two workers of 1 GiB (the shared fixture), not
+    the machine's memory, so a broadcast product never sends an operand beyond a worker's memory."""
+    cfg = _cfg(dask_scheduler)
+    shape = Compiler(cfg).cluster_shape
+    assert (shape.workers, shape.worker_bytes) == (2, float(1 << 30))
+    assert shape.broadcast_bytes == pytest.approx(0.7 * (1 << 30))

@@ -222,6 +222,12 @@ class DaskBackend:
             oldest = [q.popleft() for _ in range(len(q) - limit // 2)]
             self._wait(self.client(), oldest)
 
+    def workers_memory(self) -> tuple[int, float]:
+        """The cluster's workers and the smallest memory limit among them in bytes (0: unlimited)."""
+        info = self.client().scheduler_info(n_workers=-1)["workers"]
+        limits = [float(w.get("memory_limit") or 0) for w in info.values()]
+        return len(limits), min((x for x in limits if x > 0), default=0.0)
+
     def settle(self) -> None:
         """The run is over: the paced tasks (_throttle) are no longer held here."""
         self._inflight.clear()
