@@ -31,7 +31,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
-# the suite of benchmarks/suite.py: results/bench-<timestamp>.json and docs/benchmarks.md (quick: < 10 min)
+# the suite of benchmarks/suite.py: results/bench-<timestamp>.json and docs/benchmarks.md (quick: ~10 min, 9m46s last)
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/suite.py --quick
 
