@@ -200,10 +200,12 @@ def test_memory_budget_from_config_decides(capsys, tmp_path: Path):
     budget = 20e6 / memory.physical_memory()  # 20 MB: X (0.8 MB) fits, Y (32 MB, with X and t(X) 33.6 MB) does not
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"memory_budget": budget}))
-    code, out, err = run_cli(capsys, "run", str(script), "--config", str(cfg))
+    # (--exec local: under auto an operator beyond the budget that Dask implements runs there instead,
+    # tests/on_dask/test_distributed.py)
+    code, out, err = run_cli(capsys, "run", str(script), "--config", str(cfg), "--exec", "local")
     assert code == 1 and f"{script}:2:7: runtime error: '%*%' with a 2000x2000 result needs 33.6 MB" in err
     cfg.write_text(json.dumps({"memory_budget": budget * 4}))  # Y > 1e9 beside Y: 64 MB
-    code, out, err = run_cli(capsys, "run", str(script), "--config", str(cfg))
+    code, out, err = run_cli(capsys, "run", str(script), "--config", str(cfg), "--exec", "local")
     assert code == 0 and out == "2000.0\n", err
 
 
@@ -225,7 +227,7 @@ def test_empty_and_sparse_results_of_huge_dimensions_fit():
 
 
 def test_memory_budget_in_python_api():
-    with cfgmod.using(memory_budget=1e6 / memory.physical_memory()):  # 1 MB
+    with cfgmod.using(memory_budget=1e6 / memory.physical_memory(), exec_type="local"):  # 1 MB; auto: Dask
         with pytest.raises(DMLRuntimeError) as e:
             lafuse.run_dml("X = rand(rows=1000, cols=1000)\ns = sum(X)", outputs=["s"])
     assert "'rand' with a 1000x1000 result needs 8 MB, beyond the memory budget of 1 MB" in str(e.value)
