@@ -12,6 +12,8 @@ Why against the local run rather than SystemDS: the local run equals SystemDS al
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -50,19 +52,27 @@ def dask_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def _run(sc: corpus.Script, inputs: Path, out: Path, extra: list[str]) -> corpus.LafuseResult:
-    import os
-    import subprocess
-
+def _start(sc: corpus.Script, inputs: Path, out: Path, extra: list[str]) -> tuple[subprocess.Popen, list[str], Path]:
     out.mkdir(parents=True, exist_ok=True)
     cmd = corpus.lafuse_command(sc.path, sc.arguments(inputs, out)) + extra
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(corpus.REPO_ROOT), env.get("PYTHONPATH", "")) if x)
-    p = subprocess.run(cmd, cwd=sc.path.parent, capture_output=True, text=True, env=env, timeout=corpus.LAFUSE_TIMEOUT)
-    lines = p.stdout.split("\n")
+    p = subprocess.Popen(cmd, cwd=sc.path.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return p, cmd, out
+
+
+def _finish(sc: corpus.Script, run: tuple[subprocess.Popen, list[str], Path]) -> corpus.LafuseResult:
+    p, cmd, out = run
+    try:
+        stdout, stderr = p.communicate(timeout=corpus.LAFUSE_TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    lines = stdout.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return corpus.LafuseResult(lines, p.returncode, p.stderr, {k: out / sc.output_file(k) for k in sc.outputs}, cmd)
+    return corpus.LafuseResult(lines, p.returncode, stderr, {k: out / sc.output_file(k) for k in sc.outputs}, cmd)
 
 
 def _compare(sc: corpus.Script, local: corpus.LafuseResult, dist: corpus.LafuseResult) -> list[str]:
@@ -92,8 +102,10 @@ def _compare(sc: corpus.Script, local: corpus.LafuseResult, dist: corpus.LafuseR
 
 def _check(directory: Path, name: str, inputs: Path, cfg: Path, scheduler: str, tmp_path: Path) -> None:
     sc = corpus.load_script(directory / name)
-    local = _run(sc, inputs, tmp_path / "local", [])
-    dist = _run(sc, inputs, tmp_path / "dask", ["--exec", "dask", "--scheduler", scheduler, "--config", str(cfg)])
+    # both at once: the local run is light and would otherwise add its time to the Dask run's
+    runs = [_start(sc, inputs, tmp_path / "local", []),
+            _start(sc, inputs, tmp_path / "dask", ["--exec", "dask", "--scheduler", scheduler, "--config", str(cfg)])]
+    local, dist = (_finish(sc, r) for r in runs)
     problems = _compare(sc, local, dist)
     assert not problems, "\n\n".join(problems) + f"\ncommand: {' '.join(dist.command)}"
 
