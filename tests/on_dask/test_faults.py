@@ -53,8 +53,12 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, interrupt_after_
     """``lafuse run ARGS`` in its own session; every process it starts (the local cluster's workers)
     is recorded while it runs, and none may be alive once it has exited. ``interrupt_after_line``:
     Ctrl-C as a terminal sends it (SIGINT to the process group) after that many lines of output."""
+    # SIGINT at its default in the run, as a terminal's foreground job has it: a test suite started in the
+    # background of a non-interactive shell (`make test &`) has SIGINT ignored, which the run would
+    # inherit (Python keeps an ignored SIGINT ignored), and Ctrl-C would do nothing (tests/test_limits.py)
     p = subprocess.Popen(CLI + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+                         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: set[int] = set()
     done = threading.Event()
 
