@@ -15,6 +15,8 @@ from lafuse.compiler import Compiler, run_dml
 from lafuse.explain import explain_program
 from lafuse.plan import exectype
 from lafuse.plan.instructions import DASK, LOCAL
+from tests.on_dask.common import cfg as _cfg
+from tests.on_dask.common import dense as _dense
 
 SCRIPTS = {
     "elementwise": """
@@ -56,18 +58,6 @@ for (i in 1:4) {
 }
 OUTPUTS = {"elementwise": ("s", "Z", "C"), "aggregates": ("s", "r", "c"), "products": ("s", "C", "D"),
            "sparse": ("s", "Y"), "loop": ("s", "Z")}
-
-
-def _cfg(scheduler: str | None = None, **kw) -> cfgmod.Config:
-    base = dict(codegen=False, background=False)
-    if scheduler is not None:
-        base.update(exec_type="dask", scheduler=scheduler, block_size=7)
-    base.update(kw)
-    return cfgmod.Config(**base)
-
-
-def _dense(v):
-    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))

@@ -16,6 +16,8 @@ import pytest
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler, run_dml
 from lafuse.explain import explain_program
+from tests.on_dask import common
+from tests.on_dask.common import dense as _dense
 
 SCRIPT = """
 X = rand(rows=40, cols=23, seed=1, min=-1, max=1)
@@ -46,15 +48,7 @@ TEMPLATES = {"spoofCell", "spoofMA", "spoofRA", "spoofOP"}
 
 
 def _cfg(scheduler: str | None = None, **kw) -> cfgmod.Config:
-    base = dict(codegen=True, background=False, fusion="fuse-all")
-    if scheduler is not None:
-        base.update(exec_type="dask", scheduler=scheduler, block_size=7)
-    base.update(kw)
-    return cfgmod.Config(**base)
-
-
-def _dense(v):
-    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
+    return common.cfg(scheduler, **{"codegen": True, "fusion": "fuse-all", **kw})
 
 
 @pytest.mark.parametrize("backend", ["reference", "numba"])

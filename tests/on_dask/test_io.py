@@ -13,19 +13,10 @@ import pytest
 
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler, run_dml
-from lafuse.errors import DMLError
 from lafuse.explain import explain_program
-
-
-def _cfg(scheduler: str | None = None) -> cfgmod.Config:
-    base = dict(codegen=False, background=False)
-    if scheduler is not None:
-        base.update(exec_type="dask", scheduler=scheduler, block_size=7)
-    return cfgmod.Config(**base)
-
-
-def _dense(v):
-    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
+from tests.on_dask.common import cfg as _cfg
+from tests.on_dask.common import dense as _dense
+from tests.on_dask.common import errors_both_ways
 
 
 def _plan(text: str, cfg: cfgmod.Config, outputs: tuple[str, ...]) -> str:
@@ -92,11 +83,7 @@ Y = rand(rows=15, cols=16, pdf=p, seed=11)
                                   "rows=5, cols=6, seed=\"x\""])
 def test_bad_rand_arguments_fail_as_locally(args, dask_scheduler):
     text = f"s = 2\nX = rand({args}) * s\nprint(sum(X))\n"
-    errs = []
-    for cfg in (_cfg(), _cfg(dask_scheduler)):
-        with pytest.raises(DMLError) as e:
-            run_dml(text, outputs=("X",), cfg=cfg, out=io.StringIO())
-        errs.append(str(e.value))
+    errs = errors_both_ways(text, dask_scheduler, ("X",))
     assert errs[0] == errs[1]
 
 
@@ -269,11 +256,7 @@ def test_bad_input_fails_with_the_local_error(tmp_path, dask_scheduler):
     the DML statement's position), whichever worker met it."""
     for name, (stmt, what) in _bad_files(tmp_path).items():
         text = f"s = 2\nX = {stmt}\nY = X * s\nprint(sum(Y))\n"
-        errs = []
-        for cfg in (_cfg(), _cfg(dask_scheduler)):
-            with pytest.raises(DMLError) as e:
-                run_dml(text, outputs=("Y",), cfg=cfg, out=io.StringIO())
-            errs.append(str(e.value))
+        errs = errors_both_ways(text, dask_scheduler, ("Y",))
         assert what in errs[0], (name, errs[0])
         assert errs[1] == errs[0], name
         assert errs[0].startswith("<run_dml>:2:"), errs[0]

@@ -22,12 +22,10 @@ from lafuse.plan import mmstrategy as S
 from lafuse.plan.exectype import ClusterShape
 from lafuse.plan.instructions import Instruction
 from lafuse.sparse import sp
+from tests.on_dask import common
+from tests.on_dask.common import dense as _dense
 
 RNG = np.random.default_rng(3)
-
-
-def _dense(v):
-    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
 
 
 def _sparse(r, c, density=0.15):
@@ -93,8 +91,7 @@ def test_the_sparse_operands_stay_sparse():
 
 
 def _cfg(scheduler: str, **kw) -> cfgmod.Config:
-    base = dict(exec_type="dask", scheduler=scheduler, block_size=7, codegen=False, background=False)
-    return cfgmod.Config(**{**base, **kw})
+    return common.cfg(scheduler, **kw)
 
 
 def _plan(text: str, cfg: cfgmod.Config, outs: tuple[str, ...]) -> str:

@@ -15,6 +15,9 @@ from lafuse import config as cfgmod
 from lafuse.compiler import Compiler, run_dml
 from lafuse.explain import explain_program
 from lafuse.plan import exectype
+from tests.on_dask.common import cfg as _cfg
+from tests.on_dask.common import dense as _dense
+from tests.on_dask.common import errors_both_ways
 
 SCRIPT = """
 X = rand(rows=23, cols=17, seed=1, min=-1, max=1)
@@ -43,18 +46,6 @@ OUTPUTS = ("A", "L", "B", "Q", "C", "D", "E", *(f"r{k}" for k in range(1, 13)), 
 ON_DASK = {"*", "/", "-", "+", "ifelse", ">", "log", "%%", "round", "!", "rix", "lix", "cbind", "rbind", "rowMins",
            "rowMaxs", "rowMeans", "colMins", "colMaxs", "colMeans", "rowIndexMax", "rowIndexMin", "rowSums",
            "colSums", "sum", "mean", "var", "sd", "min", "max", "prod"}
-
-
-def _cfg(scheduler: str | None = None, **kw) -> cfgmod.Config:
-    base = dict(codegen=False, background=False)
-    if scheduler is not None:
-        base.update(exec_type="dask", scheduler=scheduler, block_size=7)
-    base.update(kw)
-    return cfgmod.Config(**base)
-
-
-def _dense(v):
-    return v.toarray() if hasattr(v, "toarray") else np.asarray(v)
 
 
 def test_every_operator_runs_on_dask_and_equals_local(dask_scheduler):
@@ -92,11 +83,7 @@ def test_indexing_errors_are_the_local_ones(dask_scheduler):
     from lafuse.errors import DMLRuntimeError
 
     text = "X = rand(rows=20, cols=20, seed=1)\nk = 25\nif (sum(X) > 0) { k = 30 }\nY = X[1:k, 1:5]\nprint(sum(Y))\n"
-    msgs = []
-    for cfg in (_cfg(), _cfg(dask_scheduler)):
-        with pytest.raises(DMLRuntimeError) as e:
-            run_dml(text, cfg=cfg, out=io.StringIO())
-        msgs.append(str(e.value))
+    msgs = errors_both_ways(text, dask_scheduler, error=DMLRuntimeError)
     assert msgs[0] == msgs[1] and "Invalid values for matrix indexing" in msgs[0]
 
 
