@@ -229,6 +229,31 @@ def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, m
     assert dict(seen) == {"mm_sum": 12}
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_long_common_dimension_runs_in_bounded_tasks(sparse, dask_scheduler, monkeypatch):
+    """RMM and MapMM over 19 blocks of the common dimension (``t(y) %*% X``, X 95 x 9 at 5 x 5 blocks)
+    with a task's input bounded to 1000 bytes (MM_TASK_INPUT_BYTES, scaled down from 64 MiB as a tall
+    X at 1000-blocks needs): RMM's pair of blocks (1 x 5 of t(y), 5 x 5 of X) takes 240 bytes, so runs
+    of four blocks (5 runs), a task per output block and run, the runs' partials summed; MapMM's
+    broadcast t(y) is not counted (it arrives whole), so runs of five X blocks (4 runs). Both give
+    NumPy's result."""
+    from lafuse.runtime.dask import matmul
+
+    monkeypatch.setattr(matmul, "MM_TASK_INPUT_BYTES", 1000)
+    be = _backend(dask_scheduler, 5)
+    mk = _sparse if sparse else (lambda r, c: RNG.standard_normal((r, c)))
+    x, y = mk(95, 9), RNG.standard_normal((95, 1))
+    dx, dy = be.scatter(x), be.scatter(y)
+    expect = y.T @ _dense(x)
+    seen = _counting(be, monkeypatch)
+    for method, tasks in ((S.RMM, {"mm_sum": 2 * 5, "sum_all": 2}),
+                          (S.MAPMM_L, {"pack": 1, "mm_sum": 2 * 4, "sum_all": 2})):
+        seen.clear()
+        got = be.collect(matmul.product(be, method, True, False, dy, dx))
+        np.testing.assert_allclose(_dense(got), expect, rtol=1e-9, atol=1e-12, err_msg=method)
+        assert dict(seen) == tasks, (method, dict(seen))
+
+
 def test_a_broadcast_operand_reaches_each_worker_once(dask_scheduler, monkeypatch):
     """MapMM: the broadcast operand (6 blocks packed into one value) is fetched by a worker at most
     once for all of its 15 tasks (the workers' transfer logs)."""

@@ -10,7 +10,8 @@ transpose is a CSC view, as locally). An mmchain (``ins.chain``) runs as MapMMCh
 applies, else as its products one after the other, the last by the chosen strategy.
 
 Task counts: a task per output block (RMM, MapMM, a broadcast operand of several blocks one more
-that packs it into a single value); per block of the common dimension plus the sums of the partials
+that packs it into a single value), or per output block and run of MM_TASK_INPUT_BYTES along the
+common dimension plus the sums of the runs' partials; per block of the common dimension plus the sums of the partials
 (TSMM, ZIPMM, MapMMChain: one output block), and for CPMM one more per output block. Partials are
 summed FAN_IN at a time: a single task summing every partial would hold them all at once (a TSMM over
 a thousand row blocks: a thousand output blocks on one worker).
@@ -125,14 +126,34 @@ def run(be: DaskBackend, method: str, a: Operand, b: Operand) -> Blocked:
     return STRATEGIES[method](be, a, b)
 
 
+# bytes of input blocks one task of RMM or MapMM may read (a dense upper bound): a product with many
+# blocks along the common dimension splits its strips into runs of consecutive blocks of this size
+# and sums the partials (``_sum``); a task per output block reading a whole strip would need all of it
+# at once (``t(y) %*% X`` over a tall X: the whole of X in one task)
+MM_TASK_INPUT_BYTES = 64 << 20
+
+
+def _runs(a: Operand, b: Operand, broadcast: Operand | None = None) -> list[range]:
+    """The common dimension's blocks in runs of consecutive ones whose pairs of blocks (the broadcast
+    operand's not counted: it arrives whole) stay within MM_TASK_INPUT_BYTES."""
+    bs = a.m.bs
+    pair = 8.0 * (0 if broadcast is a else min(bs, a.rows) * min(bs, a.cols)) \
+        + 8.0 * (0 if broadcast is b else min(bs, b.rows) * min(bs, b.cols))
+    step = max(1, int(MM_TASK_INPUT_BYTES // max(pair, 1.0)))
+    return [range(k, min(k + step, a.ncb)) for k in range(0, a.ncb, step)]
+
+
 def rmm(be: DaskBackend, a: Operand, b: Operand) -> Blocked:
     """C[i, j] = sum over k of A[i, k] %*% B[k, j], one task per output block (SystemDS's RMM: each
-    input block goes to every task of its row or column of C)."""
+    input block goes to every task of its row or column of C), or per output block and run of the
+    common dimension (``_runs``) with the partials summed in order."""
     out = {}
+    runs = _runs(a, b)
     for i in range(a.nrb):
         for j in range(b.ncb):
-            pairs = [f for k in range(a.ncb) for f in (a.block(i, k), b.block(k, j))]
-            out[(i, j)] = be.submit(mm_sum, a.t, b.t, None, *pairs)
+            parts = [be.submit(mm_sum, a.t, b.t, None, *[f for k in ks for f in (a.block(i, k), b.block(k, j))])
+                     for ks in runs]
+            out[(i, j)] = _sum(be, parts)
     return _result(be, a, b, out)
 
 
@@ -150,18 +171,23 @@ def _broadcast(be: DaskBackend, x: Operand) -> tuple[Any, bool]:
 def mapmm(be: DaskBackend, a: Operand, b: Operand, left: bool) -> Blocked:
     """SystemDS's MapMM: the broadcast operand (``left``: A, else B) sent whole to the workers once,
     a task per output block C[i, j] reading the other operand's strip (B[:, j] or A[i, :]) where it
-    is and the blocks it needs of the broadcast one."""
+    is and the blocks it needs of the broadcast one; a long strip in runs (``_runs``) whose partials
+    are summed in order, as SystemDS aggregates MapMM's partial blocks."""
     bc, packed = _broadcast(be, a if left else b)
+    runs = _runs(a, b, a if left else b)
     out = {}
     for i in range(a.nrb):
         for j in range(b.ncb):
-            parts: list[Any] = []
-            for k in range(a.ncb):
-                if left:
-                    parts += [a.key(i, k) if packed else bc, b.block(k, j)]
-                else:
-                    parts += [a.block(i, k), b.key(k, j) if packed else bc]
-            out[(i, j)] = be.submit(mm_sum, a.t, b.t, bc if packed else None, *parts)
+            partials = []
+            for ks in runs:
+                parts: list[Any] = []
+                for k in ks:
+                    if left:
+                        parts += [a.key(i, k) if packed else bc, b.block(k, j)]
+                    else:
+                        parts += [a.block(i, k), b.key(k, j) if packed else bc]
+                partials.append(be.submit(mm_sum, a.t, b.t, bc if packed else None, *parts))
+            out[(i, j)] = _sum(be, partials)
     return _result(be, a, b, out)
 
 
