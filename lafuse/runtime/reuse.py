@@ -29,7 +29,8 @@ import numpy as np
 
 from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS
 from lafuse.plan.build import REUSE_MIN_CELLS
-from lafuse.runtime.local.kernels_common import errstate
+from lafuse.runtime.local.kernels_common import csr_rows, errstate
+from lafuse.sparse import sp
 
 _F64 = np.dtype(np.float64)
 _ND = np.ndarray
@@ -96,6 +97,7 @@ def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Cal
     f = dense_ufunc(kern)
     assert f is not None
     finite = sys.modules
+    plus_minus = f is np.add or f is np.subtract
 
     def forget(x: Any) -> None:
         DONE[0] += 1
@@ -129,6 +131,9 @@ def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Cal
                     f(a, b if type(b) is _ND else float(b), out=a)
                 forget(a)
                 return a
+            if plus_minus and _sparse_into(f, b, a, refs, False):
+                forget(a)
+                return a
             return kern(a, b)
         run = run0
     else:
@@ -138,12 +143,36 @@ def into(kern: Callable[..., Any], k: int, refs: int, same: bool = False) -> Cal
                     f(a if type(a) is _ND else float(a), b, out=b)
                 forget(b)
                 return b
+            if plus_minus and _sparse_into(f, a, b, refs, True):
+                forget(b)
+                return b
             return kern(a, b)
         run = run_1
     run.reuse_arg = k  # type: ignore[attr-defined]
     run.reuse_same = same  # type: ignore[attr-defined]
     run.kern = kern  # type: ignore[attr-defined]
     return run
+
+
+def _sparse_into(f: np.ufunc, S: Any, x: Any, refs: int, sparse_left: bool) -> bool:
+    """``S + x``, ``x + S``, ``S - x`` or ``x - S`` (S a CSR matrix of x's shape, x a dying dense
+    array with a non-zero: the kernel's result is dense then) written into x: x negated for ``S - x``,
+    S's non-zeros added or subtracted at their cells; the kernel's values (``s - d`` is ``s + (-d)``),
+    without the result's fresh allocation (GNMF's ``X - W %*% H``: 840 MB whose page faults cost
+    1.8 s of a 2 s operation on this host). Whether it did."""
+    if not (sp.issparse(S) and S.format == "csr" and S.dtype == _F64 and type(x) is _ND and S.shape == x.shape
+            and S.has_canonical_format and _dying(x, refs + 1) and x.any()):
+        return False
+    with errstate():
+        if sparse_left and f is np.subtract:
+            np.negative(x, out=x)
+        if S.nnz:
+            rows, cols = csr_rows(S), S.indices
+            if f is np.subtract and not sparse_left:
+                x[rows, cols] -= S.data
+            else:
+                x[rows, cols] += S.data
+    return True
 
 
 def _dying(x: Any, refs: int) -> bool:

@@ -208,3 +208,24 @@ def test_the_memory_model_knows_which_results_take_an_operand():
     from lafuse.runtime.local.kernels import KERNELS
 
     assert REUSES_OPERAND == {op for op, k in KERNELS.items() if reuse.dense_ufunc(k) is not None}
+
+
+@settings(max_examples=20, deadline=None)
+@given(op=st.sampled_from(["+", "-"]), left=st.booleans(), density=st.sampled_from([0.0, 0.01, 0.3]),
+       nans=st.integers(0, 4), seed=st.integers(0, 2**16))
+def test_a_sparse_operand_adds_into_a_dying_dense_one(op: str, left: bool, density: float, nans: int, seed: int):
+    """``S - (X %*% W)`` and the like (GNMF's ``X - W %*% H``): the dying dense product takes the
+    result, negated for ``S - D``, with S's non-zeros (NaN and Inf among them) added or subtracted
+    at their cells: the values of the kernel's new result, bit for bit, and no new array."""
+    from lafuse.sparse import sp
+
+    rng = np.random.default_rng(seed)
+    S = sp.random_array((ROWS, COLS), density=density, format="csr", rng=rng) * 4.0
+    if S.nnz:
+        S.data[rng.integers(0, S.nnz, nans)] = rng.choice([np.nan, np.inf, -np.inf], nans)
+    d = {"S": sp.csr_array(S), "X": rng.standard_normal((ROWS, COLS)), "W": rng.standard_normal((COLS, COLS))}
+    text = f"R = S {op} (X %*% W)\n" if left else f"R = (X %*% W) {op} S\n"
+    got, n = run(text, d, ["R"], after=-1)
+    base, _ = run(text, d, ["R"], after=-1, on=False)
+    same(got, base)
+    assert n == 1, n

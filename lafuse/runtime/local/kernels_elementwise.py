@@ -355,6 +355,8 @@ def _sparse_matrix(op: str, f: Callable[[Any, Any], Any], a: Any, b: Any, shape:
                     return _sparse_keep(op, _union(f, a, b))
                 return _finish(op, f(a.toarray(), b.toarray()))
             S, D, left = (a, b, True) if a_sp else (b, a, False)
+            if op in ("+", "-") and D.any():
+                return _plus_minus_dense(op, S, D, left)
             # SystemDS treats '*' and '&' as sparse-safe: a zero cell stays zero whatever D holds
             if op in ("*", "&") or not np.any(f(0.0, D) if left else f(D, 0.0)):
                 g = D[csr_rows(S), S.indices]
@@ -377,6 +379,24 @@ def _sparse_matrix(op: str, f: Callable[[Any, Any], Any], a: Any, b: Any, shape:
             return _sparse_keep(op, new_csr(f(big.data, g) if big_left else f(g, big.data), big))
         D = big.toarray()
         return _finish(op, f(D, v) if big_left else f(v, D))
+
+
+def _plus_minus_dense(op: str, S: Any, D: ndarray, left: bool) -> ndarray:
+    """``S + D``, ``D + S``, ``S - D`` or ``D - S`` (S sparse, D dense of its shape) as one dense copy
+    of D (negated for ``S - D``) with S's non-zeros added in or subtracted at their cells: the same
+    values as densifying S (``s - d`` is ``s + (-d)`` in IEEE arithmetic) without a second dense
+    temporary and pass (measured for 14000 x 7500 at 1% density: 2.0-3.7 s that way, 0.7 s this)."""
+    if not S.has_canonical_format:
+        S = S.copy()
+        S.sum_duplicates()
+    out = np.negative(D) if op == "-" and left else np.array(D, dtype=F64)
+    if S.nnz:
+        rows, cols = csr_rows(S), S.indices
+        if op == "-" and not left:
+            out[rows, cols] -= S.data
+        else:
+            out[rows, cols] += S.data
+    return out
 
 
 def _narrow_broadcast(f: Callable[[Any, Any], Any], a: ndarray, b: ndarray, shape: tuple[int, int]) -> ndarray:
