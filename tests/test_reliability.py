@@ -5,6 +5,7 @@ or the correct result."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -231,6 +232,26 @@ def test_memory_budget_in_python_api():
         with pytest.raises(DMLRuntimeError) as e:
             lafuse.run_dml("X = rand(rows=1000, cols=1000)\ns = sum(X)", outputs=["s"])
     assert "'rand' with a 1000x1000 result needs 8 MB, beyond the memory budget of 1 MB" in str(e.value)
+
+
+def test_zero_keeping_operators_are_estimated_by_their_operands_nonzeros(capsys, tmp_path: Path):
+    """``X != 0`` has exactly X's non-zeros (known across blocks: the loop below reads W with them),
+    ``X > 0``, ``X ^ 2``, ``abs(X)`` at most X's (hops.sizes.nnz_bound): over a 1e5 x 1e5 X with 3
+    non-zeros none of them is estimated as its 80 GB dense form, so the script runs within the
+    budget and prints what it computes."""
+    data = tmp_path / "x.txt"
+    data.write_text("1 2 1.5\n7 7 2.0\n100000 1 -1.0\n")
+    (tmp_path / "x.txt.mtd").write_text(json.dumps({"data_type": "matrix", "value_type": "double",
+                                                    "rows": 100000, "cols": 100000, "nnz": 3, "format": "text"}))
+    script = tmp_path / "s.dml"
+    script.write_text(f'X = read("{data}")\nW = X != 0\ns = 0\nfor (i in 1:2) {{\n'
+                      '  Z = (X > 0) * W + X ^ 2 + abs(X) / 2\n  s = s + sum(Z)\n}\nprint(s)\n')
+    code, plan, err = run_cli(capsys, "explain", str(script), "--until", "plan", "--no-codegen")
+    assert (code, err) == (0, "") and "DASK" not in plan, plan  # (auto sends what is over budget to Dask)
+    assert re.search(r"^-+CP tread W +-> _r\d+ \[100000,100000,3\]", plan, re.M), plan
+    code, out, err = run_cli(capsys, "run", str(script), "--no-codegen", "--exec", "local")
+    # (X > 0) * W: 2; X ^ 2: 2.25 + 4 + 1; abs(X) / 2: 2.25; twice
+    assert (code, err) == (0, "") and out == "23.0\n"
 
 
 def test_huge_sparse_products_are_estimated_by_their_nonzeros(capsys, tmp_path: Path):

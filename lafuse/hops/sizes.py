@@ -257,6 +257,8 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
                 z = m.nnz if ov != 0 and math.isfinite(ov) else -1  # 0 * NaN is NaN
             elif op == "/" and m is a and isinstance(ov, (int, float)) and ov != 0 and math.isfinite(ov):
                 z = m.nnz
+            elif op == "!=" and isinstance(ov, (int, float)) and ov == 0:  # X != 0: 1 exactly where X is not 0
+                z = m.nnz
     elif kind == "ternary":
         ms = [i for i in ins if i.dt == MATRIX]
         if ms:
@@ -429,4 +431,44 @@ def nnz_bound(h: Hop, bounds: dict[int, float]) -> float:
         return min(cells, sum(full))
     if h.kind == "reorg" and h.op in ("t", "rev") and mats:
         return min(cells, of(mats[0]))
+    main = h.inputs[0] if h.inputs and h.inputs[0].dt == MATRIX else None
+    plan = h.params.get("cplan") if h.kind == "spoof" else None
+    if plan is not None and main is not None and plan.sparse_safe and plan.agg == "no_agg" \
+            and (main.rows, main.cols) == (h.rows, h.cols):
+        # a sparse-safe fused operator iterates over its main input's (position 0) non-zeros only
+        return min(cells, of(main))
+    if h.kind == "unary" and h.op in ZERO_KEEPING_UNARY and len(full) == 1:
+        return min(cells, full[0])
+    if h.kind == "binary" and len(h.inputs) == 2 and len(full) == 1 and _zero_keeping(h):
+        return min(cells, full[0])
     return cells
+
+
+# unary operators that map 0 to 0: a zero cell of their operand stays zero
+ZERO_KEEPING_UNARY = frozenset({"abs", "sqrt", "sign", "round", "floor", "ceil", "u-", "sin", "tan", "asin",
+                                "atan", "sinh", "tanh"})
+# binary operator -> when ``0 op c`` is 0 (matrix left) and when ``c op 0`` is 0 (matrix right), by c
+_ZERO_LEFT: dict[str, Any] = {
+    "*": lambda c: True, "/": lambda c: c != 0, "^": lambda c: c > 0, "+": lambda c: c == 0, "-": lambda c: c == 0,
+    "!=": lambda c: c == 0, "==": lambda c: c != 0, ">": lambda c: c >= 0, ">=": lambda c: c > 0,
+    "<": lambda c: c <= 0, "<=": lambda c: c < 0, "min": lambda c: c >= 0, "max": lambda c: c <= 0}
+_ZERO_RIGHT: dict[str, Any] = {
+    "*": lambda c: True, "+": lambda c: c == 0, "-": lambda c: c == 0, "!=": lambda c: c == 0,
+    "==": lambda c: c != 0, ">": lambda c: c <= 0, ">=": lambda c: c < 0, "<": lambda c: c >= 0,
+    "<=": lambda c: c > 0, "min": lambda c: c >= 0, "max": lambda c: c <= 0}
+
+
+def _zero_keeping(h: Hop) -> bool:
+    """Whether the matrix-scalar operation ``h`` (a literal scalar) maps a zero cell to zero, so its
+    non-zeros are at most its matrix operand's (``X != 0``, ``X > 0``, ``X / 2``, ``X ^ 2``), as
+    SystemDS's sparse-safe scalar operators keep them. NaN as the scalar: never."""
+    a, b = h.inputs
+    lit, table = (b, _ZERO_LEFT) if a.dt == MATRIX else (a, _ZERO_RIGHT)
+    if not lit.is_literal or isinstance(lit.value, str) or lit.value is None:
+        return False
+    try:
+        c = float(lit.value)
+    except (TypeError, ValueError):
+        return False
+    test = table.get(h.op)
+    return test is not None and c == c and bool(test(c))
