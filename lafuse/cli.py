@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 # what `import lafuse` loads anyway (the package's face imports the compiler): nothing to defer
 from lafuse import config as cfgmod
+from lafuse import memory
 from lafuse.compiler import Compiler
 from lafuse.errors import DMLError, DMLStop
 from lafuse.hops.resolver import parse_cmdline_value
@@ -139,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--workers", type=_positive, metavar="N", help="worker processes of the local cluster "
                                                                        "(default: 2)")
         r.add_argument("--worker-memory", metavar="SIZE", help="memory limit of each local worker, e.g. 2GiB")
+        r.add_argument("--local-memory", metavar="SIZE",
+                       help="memory of this process's operations, e.g. 512MiB (SystemDS's driver heap): under "
+                            "--exec auto an operation needing more than memory_budget (0.7) of it runs on Dask "
+                            "(default: the machine's memory)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "run":
             r.add_argument("--no-background", action="store_true",
@@ -241,8 +246,16 @@ def _main(argv: list[str] | None = None) -> int:
         scheduler=ns.scheduler or cfg.scheduler,
         workers=ns.workers or cfg.workers,
         worker_memory=ns.worker_memory or cfg.worker_memory,
+        local_memory=ns.local_memory or cfg.local_memory,
         background=cfg.background and not getattr(ns, "no_background", False),
     )
+    for flag, size in (("--local-memory", cfg.local_memory), ("--worker-memory", cfg.worker_memory)):
+        try:
+            if size is not None:
+                memory.parse_bytes(size)
+        except ValueError as e:
+            print(f"lafuse: {flag}: {e}", file=sys.stderr)
+            return 1
     if ns.cmd == "explain":
         ns.until = ALIASES.get(ns.until, ns.until)
         cfg = cfg.with_(explain={"fuse": "fused", "plan": "runtime", "lower": "codegen", "cost": "cost"}.get(

@@ -28,7 +28,10 @@ class Config:
     # executions of a block's plan by the interpreter's loop before it runs as generated straight-line
     # Python (runtime.straight: ~2 us an instruction less; generating costs about one loop run); -1 never
     straight_line_after: int = 2
-    memory_budget: float = 0.7  # fraction of physical memory for in-memory operations
+    memory_budget: float = 0.7  # fraction of ``local_memory`` one in-memory operation may use
+    # the memory of this process's operations (SystemDS's driver heap), e.g. "512MiB": with exec_type auto
+    # an operation needing more than memory_budget of it runs on Dask; none: the machine's memory
+    local_memory: str | None = None
     # an unfused t(X) %*% (X %*% v) or t(X) %*% (w * (X %*% v)) runs as one blocked pass over X
     # (hops.patterns.mmchains, SystemDS's MapMultChain operator) instead of two products
     mmchain: bool = True

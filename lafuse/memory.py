@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -39,9 +40,28 @@ def physical_memory() -> int:
     return int(ram)
 
 
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_bytes(text: str) -> float:
+    """``2GiB``, ``500MB``, ``1e9`` as bytes (Dask's notation), or a ValueError that says what is wrong."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS or float(m.group(1)) <= 0:
+        raise ValueError(f"not a memory size: '{text}' (e.g. 2GiB, 500MB)")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def local_memory() -> float:
+    """Bytes this process's operations may hold: ``Config.local_memory`` if given (a small driver, as
+    SystemDS's hybrid mode on a small heap), else the machine's memory."""
+    given = cfgmod.get().local_memory
+    return parse_bytes(given) if given else float(physical_memory())
+
+
 def budget_bytes() -> float:
-    """Bytes one operation may use (inputs + output): ``memory_budget`` of physical memory."""
-    return cfgmod.get().memory_budget * physical_memory()
+    """Bytes one operation may use (inputs + output): ``memory_budget`` of ``local_memory``."""
+    return cfgmod.get().memory_budget * local_memory()
 
 
 def human(nbytes: float) -> str:
@@ -55,11 +75,12 @@ def human(nbytes: float) -> str:
 def check(nbytes: float, what: str) -> None:
     """Raise a clear error before ``what`` allocates ``nbytes`` beyond the budget."""
     if nbytes > budget_bytes():
-        frac = cfgmod.get().memory_budget
+        cfg = cfgmod.get()
+        of = f"--local-memory {cfg.local_memory}" if cfg.local_memory else human(physical_memory())
         raise DMLRuntimeError(
             f"{what} needs {human(nbytes)}, beyond the memory budget of {human(budget_bytes())} "
-            f"(memory_budget={frac:g} of {human(physical_memory())}); if the machine has the memory, "
-            f"raise memory_budget in a --config file")
+            f"(memory_budget={cfg.memory_budget:g} of {of}); if the machine has the memory, "
+            f"raise " + ("--local-memory or " if cfg.local_memory else "") + "memory_budget in a --config file")
 
 
 POPULATE_MIN_BYTES = 64 << 20  # below this, demand faults cost little next to the rest of a read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lafuse import memory
@@ -23,12 +24,13 @@ REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
 
 
 def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto",
-          cluster: exectype.ClusterShape | None = None) -> Plan:
+          cluster: exectype.ClusterShape | Callable[[], exectype.ClusterShape] | None = None) -> Plan:
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
     buffer; each operator's execution type by ``exec_mode`` (plan.exectype), a distributed one's block
-    size and product strategy by ``cluster`` (plan.mmstrategy); a ``convert`` instruction
+    size and product strategy by ``cluster`` (plan.mmstrategy; a function is asked only when an
+    operator may be distributed: asking an existing scheduler connects a client to it); a ``convert`` instruction
     before an operator that reads an operand only as a dense array (dense_operands) which the default
     format rule predicts CSR (an operand whose format is decided at run time is densified by the
     kernel, as before)."""
@@ -86,7 +88,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         transitive = bool(on_dask) and exec_mode == "auto" and _follows_distributed(ins, on_dask, users)
         if transitive or exectype.may_distribute(ins.need, budget, exec_mode):
             ok = exectype.distributable(ins)
-            shape = cluster or exectype.ClusterShape()
+            shape = (cluster() if callable(cluster) else cluster) or exectype.ClusterShape()
             ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h),
                                                                            shape.min_cells)
             if ins.exec_type == DASK:

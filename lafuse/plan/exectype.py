@@ -14,7 +14,6 @@ What has a distributed implementation is decided per operator family, each with 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,22 +63,10 @@ class ClusterShape:
     def of(cls, cfg: Config) -> ClusterShape:
         workers = max(1, cfg.workers)
         if cfg.worker_memory:
-            per = parse_bytes(cfg.worker_memory)
+            per = memory.parse_bytes(cfg.worker_memory)
         else:  # LocalCluster's "auto": the machine's memory shared by the workers
             per = memory.physical_memory() / workers
         return cls(cfg.block_size, workers, float(per), cfg.dask_min_cells)
-
-
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-
-
-def parse_bytes(text: str) -> float:
-    """``2GiB``, ``500MB``, ``1e9`` as bytes (Dask's notation), or a ValueError that says what is wrong."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"not a memory size: '{text}' (e.g. 2GiB, 500MB)")
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 def may_distribute(need: float, budget: float, mode: str) -> bool:

@@ -115,6 +115,31 @@ def test_moving_the_budget_flips_an_operator_between_local_and_dask():
     assert "DASK" not in plans[0.7] and re.search(r"^-*DASK (rmm|cpmm|mapmm_l|mapmm_r) ", plans[1e-12], re.M), plans[1e-12]
 
 
+def test_local_memory_sizes_the_budget_as_a_small_driver_heap(dask_scheduler, tmp_path):
+    """--local-memory: the budget is memory_budget of it (SystemDS's hybrid mode on a small driver
+    heap), so under auto the 2.7 MB product goes to Dask with 1MB and stays here with 64MB, and the
+    printed result is the same; a size that is not one stops before the run with exit 1."""
+    from tests.test_cli import lafuse
+
+    p = tmp_path / "s.dml"
+    p.write_text("A = rand(rows=300, cols=300, seed=4)\nB = rand(rows=300, cols=300, seed=5)\n"
+                 "print(sum(A %*% B))\n")
+    out = {}
+    for size in ("1MB", "64MB"):
+        r = lafuse("explain", str(p), "--until", "plan", "--scheduler", dask_scheduler, "--local-memory", size)
+        assert r.returncode == 0, r.stderr
+        out[size] = r.stdout
+        run = lafuse("run", str(p), "--no-background", "--scheduler", dask_scheduler, "--local-memory", size)
+        assert run.returncode == 0, run.stderr
+        out[size + " printed"] = run.stdout
+    assert re.search(r"^-*DASK (rmm|cpmm|mapmm_l|mapmm_r|zipmm) ", out["1MB"], re.M), out["1MB"]
+    assert "DASK" not in out["64MB"], out["64MB"]
+    assert float(out["1MB printed"]) == pytest.approx(float(out["64MB printed"]), rel=1e-12)
+    bad = lafuse("run", str(p), "--local-memory", "lots")
+    assert bad.returncode == 1 and bad.stderr.strip() == ("lafuse: --local-memory: not a memory size: 'lots' "
+                                                          "(e.g. 2GiB, 500MB)"), bad.stderr
+
+
 def test_an_unreachable_scheduler_is_a_clear_error(monkeypatch):
     from lafuse.errors import DMLRuntimeError
     from lafuse.runtime.dask import cluster
