@@ -18,6 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import dist_section as db  # noqa: E402
+from dist_dask_array import SyncClient  # noqa: E402
 from harness import DataSet, parse_script_output, rel_diff, write_lafuse  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
@@ -38,7 +39,7 @@ def test_dml_and_dask_array_agree(w: db.DistWorkload, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     times, dml = parse_script_output(p.stdout.splitlines())
     assert len(times) == 1 and len(dml) == w.n_out
-    got = w.dask(db.SyncClient(), ds.arrays, w.bs, w.iters, w.cg)
+    got = w.dask(SyncClient(), ds.arrays, w.bs, w.iters, w.cg)
     assert all(np.isfinite(got)), got  # NaN in both would agree vacuously
     assert rel_diff(tuple(got), tuple(dml)) <= 1e-9, (got, dml)
 
@@ -55,15 +56,18 @@ def test_verdict_names_each_missed_goal() -> None:
     def e(t: float | None, check: str = "ok") -> dict:
         return {"time": t, "check": check}
 
-    row = {"size": "fits", "systems": {"lafuse-local": e(1.0), "lafuse-dask": e(3.0), "dask-array": e(4.0),
-                                       "sds-spark": e(2.0), "sds-hybrid": e(5.0)}}
+    row = {"size": "fits", "systems": {"lafuse-local": e(1.0), "lafuse-hybrid": e(3.0), "lafuse-dask": e(6.0),
+                                       "dask-array": e(4.0), "sds-spark": e(2.0), "sds-hybrid": e(5.0)}}
     v = db.verdict(row)
     assert v.startswith("missed") and "SystemDS -exec spark" in v and "lafuse local" in v
     assert "dask.array" not in v
+    # --exec dask against the systems that run everything distributed, never against lafuse local
+    forced = db.verdict(row, "lafuse-dask", db.FORCED_AGAINST, near_local=False)
+    assert forced == "missed: 3.00x SystemDS -exec spark, 1.50x dask.array", forced
     row["size"] = "spills"
     row["systems"]["sds-spark"] = e(9.0)
     assert db.verdict(row) == "met"
     row["systems"]["dask-array"] = e(None, "ERROR: timeout after 150 s")
     assert db.verdict(row) == "met"  # it did not finish in 150 s, lafuse on Dask took 3
-    row["systems"]["lafuse-dask"] = e(None, "ERROR: x")
-    assert db.verdict(row).startswith("missed: lafuse on Dask failed")
+    row["systems"]["lafuse-hybrid"] = e(None, "ERROR: x")
+    assert db.verdict(row).startswith("missed: lafuse on Dask (auto) failed")
