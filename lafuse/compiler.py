@@ -174,7 +174,7 @@ class Compiler:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
         plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type,
-                     cluster=lambda: self.cluster_shape)
+                     cluster=lambda: self.cluster_shape, squared_loss=self.cfg.squared_loss)
         plan.candidates = dag.candidates
         return plan
 

@@ -27,6 +27,7 @@ from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
 from lafuse.formats import CSR, DENSE, NARROW_COLS, NARROW_MIN_ROWS, format_bytes, sparse_format
 from lafuse.hops.hop import MATRIX, Hop
+from lafuse.hops.patterns import SQUARED_LOSS_BLOCK_BYTES
 from lafuse.hops.sizes import slot_arg
 from lafuse.lang.builtins import FULL_AGGS, LAPACK, ZERO_PRESERVING_UNARY
 
@@ -429,6 +430,18 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             # conversion finds the non-zeros (a pass over the cells) and builds the arrays per non-zero
             on_top += (out.cells * K.DENSE_TO_CSR_CELL_TIME + out.nz * K.DENSE_TO_CSR_NZ_TIME) * \
                 kernel_slowdown(prof)
+    elif opcode == "wsloss":
+        # sum((X - U %*% V)^2) as one instruction (hops.patterns.squared_losses; h is the sum): the
+        # product a block of rows at a time into a cached buffer, the difference, square and sum there;
+        # memory traffic is X and the factors only
+        d = h.inputs[0].inputs[0]
+        mm = next(i for i in d.inputs if i.kind == "matmult")
+        x = meta(next(i for i in d.inputs if i is not mm), hints)
+        k = float(max(mm.inputs[0].cols, 1))
+        cells = float(max(mm.rows, 0)) * max(mm.cols, 0)
+        read = x.bytes + sum(meta(i, hints).bytes for i in mm.inputs)
+        op_time = 2.0 * cells * k / gemm_rate(prof, k, float(SQUARED_LOSS_BLOCK_BYTES), float(mm.cols)) \
+            + 3.0 * cells / prof.elementwise_rate + (x.nz / prof.sparse_rate if x.sparse else 0.0)
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells

@@ -86,3 +86,58 @@ def mmchains(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded: se
         if c is not None:
             out[h.id] = c
     return out
+
+
+# rows of U %*% V that a squared loss's instruction forms at once (kernels_linalg.k_wsloss): large enough
+# for BLAS, small enough to stay in the cache's reach and to be no memory to plan for
+SQUARED_LOSS_BLOCK_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SquaredLoss:
+    """An unfused ``sum((X - U %*% V) ^ 2)`` (see :func:`squared_losses`)."""
+    x: Hop
+    u: Hop  # the product's operands, or the inputs of transposes it reads in place
+    v: Hop
+    transposed: tuple[bool, bool]  # (U read transposed, V read transposed)
+    absorbed: tuple[int, ...]  # the product, the difference and its square: no instructions of their own
+
+
+def squared_losses(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded: set[int],
+                   min_cells: int = 1 << 16) -> dict[int, SquaredLoss]:
+    """``sum((X - U %*% V) ^ 2)`` or ``sum((U %*% V - X) ^ 2)`` (the square as ``D * D`` or ``D ^ 2``)
+    over an X of the product's shape, known dims and at least ``min_cells`` cells, where nothing else
+    reads the product, the difference or the square: one instruction each (SystemDS's wsloss without
+    weights), keyed by the sum, which computes the product a block of rows at a time and never holds
+    it whole (kernels_linalg.k_wsloss). Unfused, GNMF's loss over a 14000 x 7500 X holds an 840 MB
+    product, which a hybrid plan with a small local budget sends to the cluster."""
+    roots = {r.id for r in dag.roots}
+
+    def only(x: Hop, reader: Hop) -> bool:
+        us = users.get(x.id, [])
+        return x.id not in roots and x.id not in folded and bool(us) and all(u is reader for u in us)
+
+    out: dict[int, SquaredLoss] = {}
+    for h in order:
+        if not (h.kind == "agg_unary" and h.op == "sum" and len(h.inputs) == 1):
+            continue
+        p = h.inputs[0]
+        if p.kind != "binary" or len(p.inputs) != 2 or not only(p, h):
+            continue
+        d, e = p.inputs
+        square = (p.op == "*" and d is e) or (p.op == "^" and e.kind == "literal" and e.value == 2
+                                                and not isinstance(e.value, bool))
+        if not square or d.kind != "binary" or d.op != "-" or len(d.inputs) != 2 or not only(d, p):
+            continue
+        for mm, x in (d.inputs, d.inputs[::-1]):
+            if not (mm.kind == "matmult" and mm.op == "%*%" and len(mm.inputs) == 2 and only(mm, d)):
+                continue
+            if x.dt != "matrix" or x.id in folded or (x.rows, x.cols) != (mm.rows, mm.cols) or mm.rows < 0 \
+                    or mm.cols < 0 or mm.rows * mm.cols < min_cells:
+                continue
+            a, b = mm.inputs
+            ta, tb = a.id in folded, b.id in folded
+            out[h.id] = SquaredLoss(x, a.inputs[0] if ta else a, b.inputs[0] if tb else b, (ta, tb),
+                                    (mm.id, d.id, p.id))
+            break
+    return out

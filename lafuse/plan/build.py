@@ -10,7 +10,14 @@ from lafuse.formats import CSR, DENSE, default_format, format_bytes
 from lafuse.hops import sizes
 from lafuse.hops.cplan import dense_inputs
 from lafuse.hops.hop import DOUBLE, MATRIX, Hop
-from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
+from lafuse.hops.patterns import (
+    REUSES_OPERAND,
+    SQUARED_LOSS_BLOCK_BYTES,
+    SquaredLoss,
+    foldable_transposes,
+    mmchains,
+    squared_losses,
+)
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
 from lafuse.plan import exectype, mmstrategy
@@ -24,7 +31,8 @@ REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
 
 
 def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto",
-          cluster: exectype.ClusterShape | Callable[[], exectype.ClusterShape] | None = None) -> Plan:
+          cluster: exectype.ClusterShape | Callable[[], exectype.ClusterShape] | None = None,
+          squared_loss: bool = True) -> Plan:
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
@@ -46,7 +54,9 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     writes: list[tuple[str, int]] = []
     folded = foldable_transposes(order, users, dag)
     chain = mmchains(order, users, dag, folded) if chains else {}
-    absorbed = {a for c in chain.values() for a in c.absorbed}
+    losses = _local_losses(squared_losses(order, users, dag, folded), exec_mode, budget, order) \
+        if squared_loss else {}
+    absorbed = {a for c in chain.values() for a in c.absorbed} | {a for c in losses.values() for a in c.absorbed}
     bounds: dict[int, float] = {}
     fmt_of: dict[int, str | None] = {}  # predicted format of each matrix register
     converted: dict[int, int] = {}  # register -> the register of its dense conversion
@@ -72,6 +82,12 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.reads = [c.x, c.v] + ([c.w] if c.w is not None else [])
             ins.args = [reg[i.id] for i in ins.reads]
             ins.chain = (c.w_first, c.transposed)
+        elif h.id in losses:
+            sl = losses[h.id]
+            ins.opcode = "wsloss"
+            ins.reads = [sl.x, sl.u, sl.v]
+            ins.args = [reg[i.id] for i in ins.reads]
+            ins.transposed = sl.transposed
         elif h.kind == "matmult" and any(i.id in folded for i in h.inputs):
             ins.transposed = (h.inputs[0].id in folded, h.inputs[1].id in folded)
             ins.reads = [i.inputs[0] if i.id in folded else i for i in h.inputs]
@@ -81,6 +97,8 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.over_budget = ins.need > budget
             if h.rows >= 0 and h.cols >= 0 and h.nnz >= 0:
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
+        elif ins.opcode == "wsloss":  # its operands and a block of the product (never the product whole)
+            ins.need = _operands_bytes(ins.reads or [], bounds) + SQUARED_LOSS_BLOCK_BYTES
         elif any(i.dt == MATRIX for i in h.inputs):  # (a scalar out of matrices: an aggregate may not fit)
             ins.need = operation_bytes(h, bounds)
         if h.op == "lix":
@@ -134,6 +152,28 @@ def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, l
     if h.kind != "matmult" and ins.chain is None:
         return False
     return any(i.id in on_dask and len(users.get(i.id, ())) == 1 for i in (ins.reads or h.inputs))
+
+
+def _local_losses(losses: dict[int, SquaredLoss], exec_mode: str, budget: float,
+                  order: list[Hop]) -> dict[int, SquaredLoss]:
+    """The squared losses (hops.patterns.squared_losses) that run as one ``wsloss`` instruction here:
+    every one under ``local``, none under ``dask`` (the cluster runs the operators), and under ``auto``
+    those whose operands fit the budget; a larger X leaves the operators to the cluster, each beyond
+    the budget on its own."""
+    if not losses or exec_mode == "dask":
+        return {}
+    if exec_mode == "local":
+        return losses
+    bounds: dict[int, float] = {}
+    for h in order:
+        bounds[h.id] = sizes.nnz_bound(h, bounds)
+    return {key: sl for key, sl in losses.items() if _operands_bytes([sl.x, sl.u, sl.v], bounds) <= budget}
+
+
+def _operands_bytes(hops: list[Hop], bounds: dict[int, float]) -> float:
+    """Bytes of the distinct matrices ``hops`` (worst-case non-zeros where unknown) and a scalar result."""
+    operands = {i.id: i for i in hops if i.dt == MATRIX}.values()
+    return 8.0 + sum(sizes.output_bytes(i.rows, i.cols, int(min(bounds.get(i.id, -1.0), 2.0**62))) for i in operands)
 
 
 def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:

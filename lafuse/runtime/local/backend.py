@@ -49,6 +49,9 @@ class LocalBackend:
             fn = spoof_kernel(h, self.threads, self.codegen)
         elif ins.chain is not None:
             fn = functools.partial(kernels["mmchain"], w_first=ins.chain[0], transposed=ins.chain[1])
+        elif op == "wsloss":
+            ta, tb = ins.transposed or (False, False)
+            fn = functools.partial(kernels["wsloss"], ta=ta, tb=tb)
         elif op in SPECIAL:
             return None
         else:

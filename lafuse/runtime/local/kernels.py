@@ -32,6 +32,7 @@ KERNELS["&&"] = KERNELS["&"]
 KERNELS["||"] = KERNELS["|"]
 KERNELS["%*%"] = la.k_matmult
 KERNELS["mmchain"] = la.k_mmchain  # t(X) %*% (w * (X %*% v)), a physical operator (hops.patterns.mmchains)
+KERNELS["wsloss"] = la.k_wsloss  # sum((X - U %*% V)^2), a physical operator (hops.patterns.squared_losses)
 KERNELS["u-"] = ew.make_unary("u-")
 KERNELS["!"] = ew.make_unary("!")
 

@@ -18,7 +18,16 @@ import numpy as np
 
 from lafuse import threads
 from lafuse.errors import DMLRuntimeError
-from lafuse.runtime.local.kernels_common import F64, errstate, fmt_owned, is_mat, need_matrix, to_dense
+from lafuse.hops.patterns import SQUARED_LOSS_BLOCK_BYTES
+from lafuse.runtime.local.kernels_common import (
+    F64,
+    csr_rows,
+    errstate,
+    fmt_owned,
+    is_mat,
+    need_matrix,
+    to_dense,
+)
 from lafuse.runtime.local.kernels_elementwise import make_binary
 from lafuse.sparse import sp
 
@@ -114,6 +123,50 @@ def k_mmchain(x: Any, v: Any, w: Any = None, w_first: bool = True, transposed: b
             return k_matmult(q.T, x)
         r = k_matmult(x.T, q)
     return np.ascontiguousarray(r.T) if transposed else r
+
+
+def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> float:
+    """``sum((X - U %*% V) ^ 2)`` (hops.patterns.squared_losses; ``ta``/``tb``: U or V given as the
+    matrix whose transpose the product reads), the product formed SQUARED_LOSS_BLOCK_BYTES of rows at a
+    time into one buffer: each cell is ``(u_i . v_j - x_ij)^2``, the square of the unfused
+    difference's negation (the same value: IEEE subtraction is symmetric), so NaN and Inf come out as
+    unfused; only the order of the sum's additions differs (a sum per block, then the blocks'). No
+    array of the product's size is ever allocated: GNMF's loss over a 14000 x 7500 X held 840 MB."""
+    for m in (x, u, v):
+        if not is_mat(m):
+            raise DMLRuntimeError("matrix multiplication '%*%' needs two matrices")
+    U = to_dense(u).T if ta else to_dense(u)
+    V = to_dense(v).T if tb else to_dense(v)
+    if U.shape[1] != V.shape[0]:
+        raise DMLRuntimeError(f"invalid dimensions for matrix multiplication (k1={U.shape[1]}, k2={V.shape[0]})")
+    n, m = U.shape[0], V.shape[1]
+    if x.shape != (n, m):
+        raise DMLRuntimeError(f"'-' needs matrices of one shape or a vector (got {x.shape[0]}x{x.shape[1]} "
+                              f"and {n}x{m})")
+    if n == 0 or m == 0:
+        return 0.0
+    U = np.ascontiguousarray(U, dtype=F64)
+    V = np.ascontiguousarray(V, dtype=F64)
+    rows = max(1, min(n, SQUARED_LOSS_BLOCK_BYTES // (8 * m)))
+    buf = np.empty((rows, m))
+    xs = sp.issparse(x)
+    X: Any = x.tocsr() if xs else to_dense(x)
+    total = 0.0
+    with errstate():
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            blk = buf[:r1 - r0]
+            np.matmul(U[r0:r1], V, out=blk)
+            if xs:
+                part = X[r0:r1]
+                part.sum_duplicates()
+                if part.nnz:
+                    blk[csr_rows(part), part.indices] -= part.data
+            else:
+                np.subtract(blk, X[r0:r1], out=blk)
+            np.multiply(blk, blk, out=blk)
+            total += float(np.add.reduce(blk, axis=None))
+    return total
 
 
 # ------------------------------------------------------------------------- solvers and co.
