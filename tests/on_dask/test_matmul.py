@@ -232,7 +232,7 @@ def test_each_strategy_submits_the_tasks_of_its_design(sparse, dask_scheduler, m
 @pytest.mark.parametrize("sparse", [False, True])
 def test_a_long_common_dimension_runs_in_bounded_tasks(sparse, dask_scheduler, monkeypatch):
     """RMM and MapMM over 19 blocks of the common dimension (``t(y) %*% X``, X 95 x 9 at 5 x 5 blocks)
-    with a task's input bounded to 1000 bytes (MM_TASK_INPUT_BYTES, scaled down from 64 MiB as a tall
+    with a task's input bounded to 1000 bytes (MM_TASK_INPUT_BYTES, scaled down from 8 MiB as a tall
     X at 1000-blocks needs): RMM's pair of blocks (1 x 5 of t(y), 5 x 5 of X) takes 240 bytes, so runs
     of four blocks (5 runs), a task per output block and run, the runs' partials summed; MapMM's
     broadcast t(y) is not counted (it arrives whole), so runs of five X blocks (4 runs). Both give
