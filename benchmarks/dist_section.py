@@ -336,6 +336,28 @@ def settle(client: Any, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+LEFTOVER_FRACTION = 0.3  # of a worker's memory limit held by its process with no task: restart it
+
+
+def fresh_workers(client: Any) -> bool:
+    """Restart the workers when one holds more than LEFTOVER_FRACTION of its memory limit with nothing
+    to hold (memory a spilling or failed run of another system left behind, which glibc need not
+    return): a worker near its pause threshold at the start would slow the next system down, or
+    stall it (a lafuse run on Dask timed out after a dask.array run that had spilled 17 GB).
+    Whether it restarted them."""
+    def rss(dask_worker: Any) -> tuple[float, float]:
+        import psutil
+
+        return float(psutil.Process().memory_info().rss), float(dask_worker.memory_manager.memory_limit or 0)
+
+    held = client.run(rss)
+    if all(limit <= 0 or used <= LEFTOVER_FRACTION * limit for used, limit in held.values()):
+        return False
+    client.restart(timeout=120)
+    client.wait_for_workers(WORKERS, timeout=120)
+    return True
+
+
 # ---------------------------------------------------------------------------------------------
 # runs
 # ---------------------------------------------------------------------------------------------
@@ -602,6 +624,9 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                         results[system] = Result(system, skipped=f"conversion failed: {ds.sds_convert}")
                         continue
                     settle(client)
+                    if system in ("lafuse-hybrid", "lafuse-dask", "dask-array") and fresh_workers(client):
+                        progress(f"{w.key} {size}: workers restarted (memory left behind) before {SYSTEM_LABELS[system]}")
+                        row.setdefault("restarted_before", []).append(system)
                     before = counters(client)
                     if system == "lafuse-local":
                         r = run_lafuse(script, ds, w, tmp, system, "", "", timeout)
