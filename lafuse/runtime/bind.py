@@ -31,6 +31,10 @@ class Backend(Protocol):
     def collect(self, value: Any) -> Any:
         """``value`` as a block of this process."""
 
+    def settle(self) -> None:
+        """At the end of a run: let go of what the backend held for it (the Dask backend's paced
+        tasks); nothing for the local one."""
+
 
 def bind(plan: Plan, backends: Mapping[str, Backend]) -> Plan:
     """``plan`` with every instruction bound (``Instruction.fn``) by the backend of its execution

@@ -104,9 +104,7 @@ class Interpreter:
             deepstack.call(self._exec_all, self.program.blocks, st)
         finally:
             for be in self.compiler.backends.values():
-                settle = getattr(be, "settle", None)  # (the Dask backend lets go of the tasks it paced)
-                if settle is not None:
-                    settle()
+                be.settle()  # (the Dask backend lets go of the tasks it paced)
         return st
 
     def _exec_all(self, blocks: list[Block], st: dict[str, Any]) -> None:

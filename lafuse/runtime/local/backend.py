@@ -85,6 +85,9 @@ class LocalBackend:
     def collect(self, value: Any) -> Any:
         return value
 
+    def settle(self) -> None:
+        pass
+
 
 def _stop_over_budget(fn: Callable[..., Any], need: float, what: str) -> Callable[..., Any]:
     """An operation that needs more than the memory budget stops with a clear error when it is
