@@ -36,7 +36,8 @@ class Config:
     # (hops.patterns.mmchains, SystemDS's MapMultChain operator) instead of two products
     mmchain: bool = True
     # an unfused sum((X - U %*% V)^2) runs as one instruction that forms the product a block of rows at a
-    # time (hops.patterns.squared_losses, SystemDS's wsloss) instead of holding it whole
+    # time (hops.patterns.squared_losses, SystemDS's wsloss) instead of holding it whole, and an unfused
+    # sum(X * g(U %*% V)) over a sparse X as one that evaluates g only at X's non-zeros (sampled_sums)
     squared_loss: bool = True
     # an element-wise result of 256 KiB or more takes the buffer of an operand that dies with it and
     # that nothing else holds (runtime.reuse: NumPy's temporary elision, decided by liveness)

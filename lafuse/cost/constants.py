@@ -164,3 +164,7 @@ WEIGHT_DENSE_SPARSE_MM = 2.0  # dense %*% sparse runs as t(t(sparse) %*% t(dense
 # ---- control flow (paper 003 eq. 1)
 DEFAULT_WHILE_ITERATIONS = 10  # iterations assumed for a while loop or a for loop with unknown bounds
 DEFAULT_UNKNOWN_DIM = 1000  # rows or cols assumed for a matrix whose size is unknown at costing time
+
+# a sampled sum (hops.patterns.sampled_sums): element-wise-operation equivalents per non-zero beyond its
+# dot product (gathering a row of U and of V, g, the product with X's value, the sum) [cells per nz]
+SAMPLED_NZ_CELLS = 12.0

@@ -313,6 +313,16 @@ def distributed_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool, 
     return Cost(local.io, local.compute + tasks * K.DASK_TASK_TIME, local.exact and exact)
 
 
+def _matmult_below(h: Hop) -> Hop | None:
+    """The product under a chain of cell-wise operators with one matrix operand each (a sampled sum's g)."""
+    while h.kind in ("unary", "binary"):
+        ms = [i for i in h.inputs if i.dt == MATRIX]
+        if len(ms) != 1:
+            return None
+        h = ms[0]
+    return h if h.kind == "matmult" else None
+
+
 def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False,
                      hints: dict[str, float] | None = None, block: int = 0) -> Cost:
     """Estimate one instruction that computes HOP ``h`` with opcode ``opcode`` (``fcall`` bodies are
@@ -442,6 +452,15 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         read = x.bytes + sum(meta(i, hints).bytes for i in mm.inputs)
         op_time = 2.0 * cells * k / gemm_rate(prof, k, float(SQUARED_LOSS_BLOCK_BYTES), float(mm.cols)) \
             + 3.0 * cells / prof.elementwise_rate + (x.nz / prof.sparse_rate if x.sparse else 0.0)
+    elif opcode == "sampledsum":
+        # sum(X * g(U %*% V)) at X's non-zeros (hops.patterns.sampled_sums; h is the sum): a gathered
+        # row of U and of V and their dot product per non-zero, g over the non-zeros
+        p = h.inputs[0]
+        mm, x_hop = next(((m, o) for g, o in (p.inputs, p.inputs[::-1]) if (m := _matmult_below(g)) is not None))
+        x = meta(x_hop, hints)
+        k = float(max(mm.inputs[0].cols, 1))
+        read = x.bytes + sum(meta(i, hints).bytes for i in mm.inputs)
+        op_time = x.nz * (2.0 * k + K.SAMPLED_NZ_CELLS) / prof.elementwise_rate + x.nz / prof.sparse_rate
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells

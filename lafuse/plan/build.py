@@ -13,9 +13,9 @@ from lafuse.hops.hop import DOUBLE, MATRIX, Hop
 from lafuse.hops.patterns import (
     REUSES_OPERAND,
     SQUARED_LOSS_BLOCK_BYTES,
-    SquaredLoss,
     foldable_transposes,
     mmchains,
+    sampled_sums,
     squared_losses,
 )
 from lafuse.hops.program import Dag
@@ -54,9 +54,10 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     writes: list[tuple[str, int]] = []
     folded = foldable_transposes(order, users, dag)
     chain = mmchains(order, users, dag, folded) if chains else {}
-    losses = _local_losses(squared_losses(order, users, dag, folded), exec_mode, budget, order) \
-        if squared_loss else {}
-    absorbed = {a for c in chain.values() for a in c.absorbed} | {a for c in losses.values() for a in c.absorbed}
+    losses = _local(squared_losses(order, users, dag, folded), exec_mode, budget, order) if squared_loss else {}
+    sampled = _local(sampled_sums(order, users, dag, folded), exec_mode, budget, order) if squared_loss else {}
+    absorbed = {a for c in chain.values() for a in c.absorbed} | \
+        {a for c in [*losses.values(), *sampled.values()] for a in c.absorbed}
     bounds: dict[int, float] = {}
     fmt_of: dict[int, str | None] = {}  # predicted format of each matrix register
     converted: dict[int, int] = {}  # register -> the register of its dense conversion
@@ -82,12 +83,13 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.reads = [c.x, c.v] + ([c.w] if c.w is not None else [])
             ins.args = [reg[i.id] for i in ins.reads]
             ins.chain = (c.w_first, c.transposed)
-        elif h.id in losses:
-            sl = losses[h.id]
-            ins.opcode = "wsloss"
+        elif h.id in losses or h.id in sampled:
+            sl = losses.get(h.id) or sampled[h.id]
+            ins.opcode = "wsloss" if h.id in losses else "sampledsum"
             ins.reads = [sl.x, sl.u, sl.v]
             ins.args = [reg[i.id] for i in ins.reads]
             ins.transposed = sl.transposed
+            ins.pattern = sampled.get(h.id)
         elif h.kind == "matmult" and any(i.id in folded for i in h.inputs):
             ins.transposed = (h.inputs[0].id in folded, h.inputs[1].id in folded)
             ins.reads = [i.inputs[0] if i.id in folded else i for i in h.inputs]
@@ -97,7 +99,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.over_budget = ins.need > budget
             if h.rows >= 0 and h.cols >= 0 and h.nnz >= 0:
                 ins.out_fmt = default_format(h.rows, h.cols, h.nnz)
-        elif ins.opcode == "wsloss":  # its operands and a block of the product (never the product whole)
+        elif ins.opcode in ("wsloss", "sampledsum"):  # its operands and a block (never the product whole)
             ins.need = _operands_bytes(ins.reads or [], bounds) + SQUARED_LOSS_BLOCK_BYTES
         elif any(i.dt == MATRIX for i in h.inputs):  # (a scalar out of matrices: an aggregate may not fit)
             ins.need = operation_bytes(h, bounds)
@@ -154,20 +156,19 @@ def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, l
     return any(i.id in on_dask and len(users.get(i.id, ())) == 1 for i in (ins.reads or h.inputs))
 
 
-def _local_losses(losses: dict[int, SquaredLoss], exec_mode: str, budget: float,
-                  order: list[Hop]) -> dict[int, SquaredLoss]:
-    """The squared losses (hops.patterns.squared_losses) that run as one ``wsloss`` instruction here:
-    every one under ``local``, none under ``dask`` (the cluster runs the operators), and under ``auto``
-    those whose operands fit the budget; a larger X leaves the operators to the cluster, each beyond
-    the budget on its own."""
-    if not losses or exec_mode == "dask":
+def _local(found: dict[int, Any], exec_mode: str, budget: float, order: list[Hop]) -> dict[int, Any]:
+    """The squared losses and sampled sums (hops.patterns: ``x``, ``u``, ``v`` their operands) that
+    run as one instruction here: every one under ``local``, none under ``dask`` (the cluster runs
+    the operators), and under ``auto`` those whose operands fit the budget; a larger X leaves the
+    operators to the cluster, each beyond the budget on its own."""
+    if not found or exec_mode == "dask":
         return {}
     if exec_mode == "local":
-        return losses
+        return found
     bounds: dict[int, float] = {}
     for h in order:
         bounds[h.id] = sizes.nnz_bound(h, bounds)
-    return {key: sl for key, sl in losses.items() if _operands_bytes([sl.x, sl.u, sl.v], bounds) <= budget}
+    return {key: p for key, p in found.items() if _operands_bytes([p.x, p.u, p.v], bounds) <= budget}
 
 
 def _operands_bytes(hops: list[Hop], bounds: dict[int, float]) -> float:

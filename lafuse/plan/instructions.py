@@ -29,6 +29,7 @@ class Instruction:
     out_fmt: str | None = None  # formats.DENSE / CSR as the default rule predicts it; None: decided at run time
     transposed: tuple[bool, bool] | None = None  # a product's operands read transposed in place
     chain: tuple[bool, bool] | None = None  # mmchain: (w is the left operand of *, result transposed)
+    pattern: Any = None  # a sampled sum's description (hops.patterns.SampledSum: its operators and sides)
     method: str | None = None  # a distributed product's strategy (plan.mmstrategy: rmm, cpmm, mapmm_l, ...)
     block: int = 0  # a distributed instruction's block size (rows and columns)
     need: float = -1.0  # bytes the operation holds (output and distinct inputs; -1 unknown)

@@ -52,6 +52,10 @@ class LocalBackend:
         elif op == "wsloss":
             ta, tb = ins.transposed or (False, False)
             fn = functools.partial(kernels["wsloss"], ta=ta, tb=tb)
+        elif op == "sampledsum":
+            ta, tb = ins.transposed or (False, False)
+            fn = functools.partial(kernels["sampledsum"], ta=ta, tb=tb, x_left=ins.pattern.x_left,
+                                   chain=ins.pattern.chain)
         elif op in SPECIAL:
             return None
         else:

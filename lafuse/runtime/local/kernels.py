@@ -33,6 +33,7 @@ KERNELS["||"] = KERNELS["|"]
 KERNELS["%*%"] = la.k_matmult
 KERNELS["mmchain"] = la.k_mmchain  # t(X) %*% (w * (X %*% v)), a physical operator (hops.patterns.mmchains)
 KERNELS["wsloss"] = la.k_wsloss  # sum((X - U %*% V)^2), a physical operator (hops.patterns.squared_losses)
+KERNELS["sampledsum"] = la.k_sampled_sum  # sum(X * g(U %*% V)) at X's non-zeros (hops.patterns.sampled_sums)
 KERNELS["u-"] = ew.make_unary("u-")
 KERNELS["!"] = ew.make_unary("!")
 

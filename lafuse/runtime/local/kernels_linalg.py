@@ -19,6 +19,7 @@ import numpy as np
 from lafuse import threads
 from lafuse.errors import DMLRuntimeError
 from lafuse.hops.patterns import SQUARED_LOSS_BLOCK_BYTES
+from lafuse.runtime.local.kernels_agg import k_sum
 from lafuse.runtime.local.kernels_common import (
     F64,
     csr_rows,
@@ -28,7 +29,7 @@ from lafuse.runtime.local.kernels_common import (
     need_matrix,
     to_dense,
 )
-from lafuse.runtime.local.kernels_elementwise import make_binary
+from lafuse.runtime.local.kernels_elementwise import binary, k_log, make_binary, unary
 from lafuse.sparse import sp
 
 ndarray = np.ndarray
@@ -125,13 +126,9 @@ def k_mmchain(x: Any, v: Any, w: Any = None, w_first: bool = True, transposed: b
     return np.ascontiguousarray(r.T) if transposed else r
 
 
-def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> float:
-    """``sum((X - U %*% V) ^ 2)`` (hops.patterns.squared_losses; ``ta``/``tb``: U or V given as the
-    matrix whose transpose the product reads), the product formed SQUARED_LOSS_BLOCK_BYTES of rows at a
-    time into one buffer: each cell is ``(u_i . v_j - x_ij)^2``, the square of the unfused
-    difference's negation (the same value: IEEE subtraction is symmetric), so NaN and Inf come out as
-    unfused; only the order of the sum's additions differs (a sum per block, then the blocks'). No
-    array of the product's size is ever allocated: GNMF's loss over a 14000 x 7500 X held 840 MB."""
+def _factors(x: Any, u: Any, v: Any, ta: bool, tb: bool, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """A loss operator's U and V as the product multiplies them (dense), after the checks the unfused
+    ``%*%`` and the cell-wise ``op`` with X would make."""
     for m in (x, u, v):
         if not is_mat(m):
             raise DMLRuntimeError("matrix multiplication '%*%' needs two matrices")
@@ -139,10 +136,21 @@ def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> floa
     V = to_dense(v).T if tb else to_dense(v)
     if U.shape[1] != V.shape[0]:
         raise DMLRuntimeError(f"invalid dimensions for matrix multiplication (k1={U.shape[1]}, k2={V.shape[0]})")
+    if x.shape != (U.shape[0], V.shape[1]):
+        raise DMLRuntimeError(f"'{op}' needs matrices of one shape or a vector (got {x.shape[0]}x{x.shape[1]} "
+                              f"and {U.shape[0]}x{V.shape[1]})")
+    return U, V
+
+
+def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> float:
+    """``sum((X - U %*% V) ^ 2)`` (hops.patterns.squared_losses; ``ta``/``tb``: U or V given as the
+    matrix whose transpose the product reads), the product formed SQUARED_LOSS_BLOCK_BYTES of rows at a
+    time into one buffer: each cell is ``(u_i . v_j - x_ij)^2``, the square of the unfused
+    difference's negation (the same value: IEEE subtraction is symmetric), so NaN and Inf come out as
+    unfused; only the order of the sum's additions differs (a sum per block, then the blocks'). No
+    array of the product's size is ever allocated: GNMF's loss over a 14000 x 7500 X held 840 MB."""
+    U, V = _factors(x, u, v, ta, tb, "-")
     n, m = U.shape[0], V.shape[1]
-    if x.shape != (n, m):
-        raise DMLRuntimeError(f"'-' needs matrices of one shape or a vector (got {x.shape[0]}x{x.shape[1]} "
-                              f"and {n}x{m})")
     if n == 0 or m == 0:
         return 0.0
     U = np.ascontiguousarray(U, dtype=F64)
@@ -167,6 +175,49 @@ def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> floa
             np.multiply(blk, blk, out=blk)
             total += float(np.add.reduce(blk, axis=None))
     return total
+
+
+SAMPLED_CHUNK = 1 << 16  # non-zeros whose rows of U and V a sampled sum gathers at once (2 x 64K x k doubles)
+
+
+def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_left: bool = True,
+                  chain: tuple[tuple[str, float | None, bool], ...] = ()) -> float:
+    """``sum(X * g(U %*% V))`` (hops.patterns.sampled_sums; ``chain``: g's operators, innermost first,
+    each ``(op, literal, literal on the left)``, a unary one without literal): for a CSR X, the
+    product's value ``u_i . v_j`` only at X's non-zeros, g applied to those values by the element-wise
+    kernels, times X's values, summed, as the unfused ``*`` reads a dense operand only where the
+    sparse one is not zero (a NaN or Inf of g elsewhere counts for nothing, there and here). The dot
+    products add in another order than BLAS's, so a value may differ in its last bits. A dense X at
+    run time: the operators themselves, every cell."""
+    def g(d: Any) -> Any:
+        for op, lit, lit_left in chain:
+            if lit is None:
+                d = k_log(d) if op == "log" else unary(op, d)
+            else:
+                d = binary(op, lit, d) if lit_left else binary(op, d, lit)
+        return d
+
+    def times(a: Any, b: Any) -> Any:
+        return _MUL(a, b) if x_left else _MUL(b, a)
+
+    U, V = _factors(x, u, v, ta, tb, "*")
+    if not sp.issparse(x):
+        return k_sum(times(x, g(k_matmult(U, V))))
+    S = x.tocsr()
+    if not S.has_canonical_format:
+        S = S.copy()
+        S.sum_duplicates()
+    if S.nnz == 0:
+        return 0.0
+    Uc = np.ascontiguousarray(U, dtype=F64)
+    Vt = np.ascontiguousarray(V.T, dtype=F64)
+    rows, cols = csr_rows(S), S.indices
+    vals = np.empty(S.nnz)
+    with errstate():
+        for c0 in range(0, S.nnz, SAMPLED_CHUNK):
+            c1 = min(S.nnz, c0 + SAMPLED_CHUNK)
+            np.einsum("ij,ij->i", Uc[rows[c0:c1]], Vt[cols[c0:c1]], out=vals[c0:c1])
+    return k_sum(times(S.data.reshape(1, -1), g(vals.reshape(1, -1))))
 
 
 # ------------------------------------------------------------------------- solvers and co.
