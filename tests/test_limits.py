@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -228,3 +229,69 @@ def test_a_failing_parfor_iteration_stops_the_others(capsys):
     assert (rc, out) == (1, "")
     assert err.splitlines()[0] == ("<inline>:4:7: runtime error: Invalid values for matrix indexing: "
                                    "[1000000:1000000,1:3] must be within matrix dimensions [4,3]")
+
+
+def test_an_interrupt_landing_in_a_finalizer_is_sent_again_and_printed_nowhere(capsys):
+    """Ctrl-C while a deep thread runs: the KeyboardInterrupt sent to it may land in a ``__del__``
+    (a Dask future released there), where Python drops it and prints "Exception ignored in" with a
+    traceback. While the run is interrupted such a one is silent, other unraisable exceptions are
+    still reported, the interrupt is sent again until the thread stops, and the hook is restored.
+    The deep thread spends its first 0.6 s in finalizers (the first interrupt, at 0.2 s, lands in
+    one), then loops until the interrupt sent again reaches it."""
+    import threading
+    import time
+
+    from lafuse.runtime import deepstack
+
+    finalizers = {"entered": 0, "left": 0}
+
+    class Finalized:
+        def __del__(self) -> None:
+            finalizers["entered"] += 1
+            time.sleep(0.05)
+            finalizers["left"] += 1
+
+    class Broken:
+        def __del__(self) -> None:
+            raise ValueError("a finalizer's own error")
+
+    started = threading.Event()
+
+    def work() -> str:
+        started.set()
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() < t0 + 0.6:
+                Finalized()
+            while time.monotonic() < t0 + 20:
+                pass
+        except KeyboardInterrupt:
+            Broken()
+            return "unwound"
+        return "never interrupted"
+
+    seen: list[BaseException | None] = []
+    before = sys.unraisablehook
+    def record(u: Any) -> None:
+        seen.append(u.exc_value)
+
+    sys.unraisablehook = record
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def ctrl_c() -> None:
+        started.wait()
+        time.sleep(0.2)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    # (a suite started in the background of a shell has SIGINT ignored: Python's handler is set here)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=ctrl_c, daemon=True).start()
+        assert deepstack.call(work) == "unwound"
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        recorder, sys.unraisablehook = sys.unraisablehook, before
+    assert recorder is record and finalizers["entered"] == finalizers["left"] + 1, finalizers
+    assert [type(e).__name__ for e in seen] == ["ValueError"], seen  # the interrupt in the finalizer: silent
+    assert "KeyboardInterrupt" not in capsys.readouterr().err

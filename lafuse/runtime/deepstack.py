@@ -159,15 +159,36 @@ def _wait(done: threading.Event) -> None:
     try:
         done.wait()
     except KeyboardInterrupt:
+        previous = sys.unraisablehook
+        sys.unraisablehook = _quiet_interrupts(previous)
+        try:
+            _interrupt_until(done)
+        finally:
+            sys.unraisablehook = previous
+
+
+def _quiet_interrupts(previous: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An unraisable-exception hook that drops the KeyboardInterrupts sent to the deep threads which
+    land in a ``__del__`` or a weakref callback (Python would print "Exception ignored in ..." with a
+    traceback: a Dask future released on the deep thread; the interrupt is sent again, see
+    ``_interrupt_until``) and passes everything else to ``previous``."""
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous(unraisable)
+
+    return hook
+
+
+def _interrupt_until(done: threading.Event) -> None:
+    """Interrupt the deep threads until the waited one is done. A second Ctrl-C stops waiting (the
+    daemon thread dies at exit); otherwise the worker unwinds (finally blocks run) and leaves its own
+    outcome, KeyboardInterrupt or a result, in the box. The interrupt is sent again while the worker
+    runs on: Python drops an exception raised in a __del__ or a weakref callback, so one landing
+    there is lost (seen under Dask, where futures are released on the deep thread: 1 of 40
+    interrupted runs of a distributed loop went on; none of 180 with the interrupt sent again)."""
+    interrupt_all()
+    while not done.wait(RESEND_INTERRUPT):
         interrupt_all()
-        # a second Ctrl-C stops waiting (the daemon thread dies at exit); otherwise the worker unwinds
-        # (finally blocks run) and leaves its own outcome, KeyboardInterrupt or a result, in the box.
-        # The interrupt is sent again while the worker runs on: Python drops an exception raised in a
-        # __del__ or a weakref callback ("Exception ignored in ..."), so one landing there is lost
-        # (seen under Dask, where futures are released on the deep thread: 1 of 40 interrupted
-        # runs of a distributed loop went on; none of 180 with the interrupt sent again)
-        while not done.wait(RESEND_INTERRUPT):
-            interrupt_all()
 
 
 def interrupt_all() -> None:
