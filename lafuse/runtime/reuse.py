@@ -29,7 +29,8 @@ import numpy as np
 
 from lafuse.formats import NARROW_COLS, NARROW_MIN_ROWS
 from lafuse.plan.build import REUSE_MIN_CELLS
-from lafuse.runtime.local.kernels_common import csr_rows, errstate
+from lafuse.runtime.local.kernels_common import errstate
+from lafuse.runtime.local.kernels_elementwise import add_at_nonzeros
 from lafuse.sparse import sp
 
 _F64 = np.dtype(np.float64)
@@ -166,12 +167,7 @@ def _sparse_into(f: np.ufunc, S: Any, x: Any, refs: int, sparse_left: bool) -> b
     with errstate():
         if sparse_left and f is np.subtract:
             np.negative(x, out=x)
-        if S.nnz:
-            rows, cols = csr_rows(S), S.indices
-            if f is np.subtract and not sparse_left:
-                x[rows, cols] -= S.data
-            else:
-                x[rows, cols] += S.data
+        add_at_nonzeros(x, S, subtract=f is np.subtract and not sparse_left)
     return True
 
 

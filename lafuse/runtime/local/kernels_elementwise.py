@@ -390,13 +390,18 @@ def _plus_minus_dense(op: str, S: Any, D: ndarray, left: bool) -> ndarray:
         S = S.copy()
         S.sum_duplicates()
     out = np.negative(D) if op == "-" and left else np.array(D, dtype=F64)
+    add_at_nonzeros(out, S, subtract=op == "-" and not left)
+    return out
+
+
+def add_at_nonzeros(out: ndarray, S: Any, subtract: bool = False) -> None:
+    """``out`` plus (or minus) the canonical CSR ``S`` of its shape, in place at S's non-zeros."""
     if S.nnz:
         rows, cols = csr_rows(S), S.indices
-        if op == "-" and not left:
+        if subtract:
             out[rows, cols] -= S.data
         else:
             out[rows, cols] += S.data
-    return out
 
 
 def _narrow_broadcast(f: Callable[[Any, Any], Any], a: ndarray, b: ndarray, shape: tuple[int, int]) -> ndarray:

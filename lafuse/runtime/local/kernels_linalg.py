@@ -29,7 +29,7 @@ from lafuse.runtime.local.kernels_common import (
     need_matrix,
     to_dense,
 )
-from lafuse.runtime.local.kernels_elementwise import binary, k_log, make_binary, unary
+from lafuse.runtime.local.kernels_elementwise import add_at_nonzeros, binary, k_log, make_binary, unary
 from lafuse.sparse import sp
 
 ndarray = np.ndarray
@@ -168,8 +168,7 @@ def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> floa
             if xs:
                 part = X[r0:r1]
                 part.sum_duplicates()
-                if part.nnz:
-                    blk[csr_rows(part), part.indices] -= part.data
+                add_at_nonzeros(blk, part, subtract=True)
             else:
                 np.subtract(blk, X[r0:r1], out=blk)
             np.multiply(blk, blk, out=blk)
