@@ -5,6 +5,7 @@ without the runtime."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lafuse.formats import CSR, default_format
@@ -89,6 +90,29 @@ def mmchains(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded: se
     return out
 
 
+def _sole_reader(users: dict[int, list[Hop]], dag: Dag, folded: set[int]) -> Callable[[Hop, Hop], bool]:
+    """``only(x, reader)``: nothing but ``reader`` reads ``x`` (which is no root and no transpose a
+    product reads in place), so a pattern keyed elsewhere may absorb it."""
+    roots = {r.id for r in dag.roots}
+
+    def only(x: Hop, reader: Hop) -> bool:
+        us = users.get(x.id, [])
+        return x.id not in roots and x.id not in folded and bool(us) and all(u is reader for u in us)
+
+    return only
+
+
+def _factors(mm: Hop, folded: set[int]) -> tuple[Hop, Hop, tuple[bool, bool]]:
+    """A product's operands as an instruction reads them: a transpose read in place by its input."""
+    a, b = mm.inputs
+    ta, tb = a.id in folded, b.id in folded
+    return a.inputs[0] if ta else a, b.inputs[0] if tb else b, (ta, tb)
+
+
+def _is_sum(h: Hop) -> bool:
+    return h.kind == "agg_unary" and h.op == "sum" and len(h.inputs) == 1
+
+
 # rows of U %*% V that a squared loss's instruction forms at once (kernels_linalg.k_wsloss): large enough
 # for BLAS, small enough to stay in the cache's reach and to be no memory to plan for
 SQUARED_LOSS_BLOCK_BYTES = 16 << 20
@@ -112,15 +136,11 @@ def squared_losses(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, fold
     weights), keyed by the sum, which computes the product a block of rows at a time and never holds
     it whole (kernels_linalg.k_wsloss). Unfused, GNMF's loss over a 14000 x 7500 X holds an 840 MB
     product, which a hybrid plan with a small local budget sends to the cluster."""
-    roots = {r.id for r in dag.roots}
-
-    def only(x: Hop, reader: Hop) -> bool:
-        us = users.get(x.id, [])
-        return x.id not in roots and x.id not in folded and bool(us) and all(u is reader for u in us)
+    only = _sole_reader(users, dag, folded)
 
     out: dict[int, SquaredLoss] = {}
     for h in order:
-        if not (h.kind == "agg_unary" and h.op == "sum" and len(h.inputs) == 1):
+        if not _is_sum(h):
             continue
         p = h.inputs[0]
         if p.kind != "binary" or len(p.inputs) != 2 or not only(p, h):
@@ -136,10 +156,7 @@ def squared_losses(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, fold
             if x.dt != "matrix" or x.id in folded or (x.rows, x.cols) != (mm.rows, mm.cols) or mm.rows < 0 \
                     or mm.cols < 0 or mm.rows * mm.cols < min_cells:
                 continue
-            a, b = mm.inputs
-            ta, tb = a.id in folded, b.id in folded
-            out[h.id] = SquaredLoss(x, a.inputs[0] if ta else a, b.inputs[0] if tb else b, (ta, tb),
-                                    (mm.id, d.id, p.id))
+            out[h.id] = SquaredLoss(x, *_factors(mm, folded), (mm.id, d.id, p.id))
             break
     return out
 
@@ -174,11 +191,7 @@ def sampled_sums(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded
     sparse-safe in lafuse as in SystemDS (a zero of X stays zero whatever g gives there), so those
     are the only cells the sum reads: the outer-product loss over a 3000 x 3000 X at 1% formed a
     9e6-cell product and its logarithm for 9e4 non-zeros."""
-    roots = {r.id for r in dag.roots}
-
-    def only(x: Hop, reader: Hop) -> bool:
-        us = users.get(x.id, [])
-        return x.id not in roots and x.id not in folded and bool(us) and all(u is reader for u in us)
+    only = _sole_reader(users, dag, folded)
 
     def literal(h: Hop) -> float | None:
         if h.kind != "literal" or isinstance(h.value, (bool, str)) or not isinstance(h.value, (int, float)):
@@ -187,7 +200,7 @@ def sampled_sums(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded
 
     out: dict[int, SampledSum] = {}
     for h in order:
-        if not (h.kind == "agg_unary" and h.op == "sum" and len(h.inputs) == 1):
+        if not _is_sum(h):
             continue
         p = h.inputs[0]
         if p.kind != "binary" or p.op != "*" or len(p.inputs) != 2 or not only(p, h) or p.inputs[0] is p.inputs[1]:
@@ -221,9 +234,6 @@ def sampled_sums(order: list[Hop], users: dict[int, list[Hop]], dag: Dag, folded
             if not (mm.kind == "matmult" and mm.op == "%*%" and len(mm.inputs) == 2 and only(mm, reader)
                     and (mm.rows, mm.cols) == (x.rows, x.cols)):
                 continue
-            a, b = mm.inputs
-            ta, tb = a.id in folded, b.id in folded
-            out[h.id] = SampledSum(x, a.inputs[0] if ta else a, b.inputs[0] if tb else b, (ta, tb), x_left,
-                                   tuple(reversed(chain)), (mm.id, *absorbed))
+            out[h.id] = SampledSum(x, *_factors(mm, folded), x_left, tuple(reversed(chain)), (mm.id, *absorbed))
             break
     return out

@@ -54,17 +54,18 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     writes: list[tuple[str, int]] = []
     folded = foldable_transposes(order, users, dag)
     chain = mmchains(order, users, dag, folded) if chains else {}
-    losses = _local(squared_losses(order, users, dag, folded), exec_mode, budget, order) if squared_loss else {}
-    sampled = _local(sampled_sums(order, users, dag, folded), exec_mode, budget, order) if squared_loss else {}
+    bounds: dict[int, float] = {}
+    for h in order:
+        bounds[h.id] = sizes.nnz_bound(h, bounds)
+    losses = _local(squared_losses(order, users, dag, folded), exec_mode, budget, bounds) if squared_loss else {}
+    sampled = _local(sampled_sums(order, users, dag, folded), exec_mode, budget, bounds) if squared_loss else {}
     absorbed = {a for c in chain.values() for a in c.absorbed} | \
         {a for c in [*losses.values(), *sampled.values()] for a in c.absorbed}
-    bounds: dict[int, float] = {}
     fmt_of: dict[int, str | None] = {}  # predicted format of each matrix register
     converted: dict[int, int] = {}  # register -> the register of its dense conversion
     on_dask: set[int] = set()  # HOPs whose instruction runs on Dask
     nregs = len(order)
     for h in order:
-        bounds[h.id] = sizes.nnz_bound(h, bounds)
         r = len(reg)
         reg[h.id] = r
         if h.id in folded or h.id in absorbed:  # read through by its product, or part of a chain
@@ -156,18 +157,15 @@ def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, l
     return any(i.id in on_dask and len(users.get(i.id, ())) == 1 for i in (ins.reads or h.inputs))
 
 
-def _local(found: dict[int, Any], exec_mode: str, budget: float, order: list[Hop]) -> dict[int, Any]:
+def _local(found: dict[int, Any], exec_mode: str, budget: float, bounds: dict[int, float]) -> dict[int, Any]:
     """The squared losses and sampled sums (hops.patterns: ``x``, ``u``, ``v`` their operands) that
     run as one instruction here: every one under ``local``, none under ``dask`` (the cluster runs
     the operators), and under ``auto`` those whose operands fit the budget; a larger X leaves the
-    operators to the cluster, each beyond the budget on its own."""
+    operators to the cluster, each beyond the budget on its own (``bounds``: every HOP's nnz_bound)."""
     if not found or exec_mode == "dask":
         return {}
     if exec_mode == "local":
         return found
-    bounds: dict[int, float] = {}
-    for h in order:
-        bounds[h.id] = sizes.nnz_bound(h, bounds)
     return {key: p for key, p in found.items() if _operands_bytes([p.x, p.u, p.v], bounds) <= budget}
 
 
