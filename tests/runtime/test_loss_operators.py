@@ -172,7 +172,7 @@ def test_sums_that_are_not_sampled_sums_are_left_alone(text: str, data: dict):
 @given(n=st.integers(0, 9), m=st.integers(0, 9), k=st.integers(0, 3), sparse=st.booleans(), x_left=st.booleans(),
        ta=st.booleans(), nans=st.integers(0, 3), seed=st.integers(0, 2**16))
 def test_the_sampled_kernel_equals_the_operators(n, m, k, sparse, x_left, ta, nans, seed):
-    """Every shape from empty to 9 x 9, rank 0 to 3, gathers of one to a few non-zeros, NaN/Inf in X
+    """Every shape from empty to 9 x 9, rank 0 to 3, gathers of one to a few non-zeros, on one thread or several, NaN/Inf in X
     and the factors, g = sqrt(abs(P) * 2) - 1: the unfused kernels' ``sum(X * g(U @ V))``."""
     from lafuse.runtime.local.kernels import KERNELS
 
@@ -184,6 +184,7 @@ def test_the_sampled_kernel_equals_the_operators(n, m, k, sparse, x_left, ta, na
         expect = KERNELS["sum"](KERNELS["*"](x, g) if x_left else KERNELS["*"](g, x))
     with pytest.MonkeyPatch.context() as mp, np.errstate(all="ignore"):
         mp.setattr(la, "SAMPLED_GATHER_BYTES", 8 * max(1, k) * (1 + seed % 3))  # gathers of 1-3 non-zeros
+        mp.setattr(la, "SAMPLED_MIN_SPLIT", 1 + seed % 2)  # over the threads from one or two non-zeros
         got = la.k_sampled_sum(x, U.T.copy() if ta else U, V, ta, False, x_left, chain)
     if np.isnan(expect):
         assert np.isnan(got)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -179,12 +180,13 @@ def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> floa
 
 # bytes of U's (and V's) rows a sampled sum gathers at once, into two buffers each thread keeps: small
 # enough to stay in cache while the dot products read them, large enough that the calls per gather
-# do not dominate, and never allocated per call (this host page-faults fresh memory slowly). Measured
-# on 3000^2 at 1%, k=50, one thread: 9.5 ms in fresh 26 MB gathers (17-28 ms in fresh 1-4 MB ones
-# when malloc hands each back to the kernel); in kept buffers 7.9 ms at 32 KB, 3.6 at 256 KB, 3.3 at
-# 512 KB, 3.9 at 1 MB. Not split over threads: two took 4.3 ms at 256 KB (NumPy's take and einsum
-# hold the GIL for much of their work).
-SAMPLED_GATHER_BYTES = 512 << 10
+# (and, on several threads, their turns at the GIL) do not dominate, and never allocated per call
+# (this host page-faults fresh memory slowly). Measured on 3000^2 at 1%, k=50 (the dot products
+# alone, medians of 60 interleaved calls), one thread / two: 3.3 / 3.9 ms at 128 KB, 2.9 / 2.8 at
+# 256 KB, 2.7 / 1.8 at 512 KB, 2.6-2.8 / 1.4-1.7 at 1 MB, 2.7 / 1.7 at 2 MB, 3.0 / 2.4 at 4 MB; in
+# fresh 26 MB gathers, one thread, 9.5 ms.
+SAMPLED_GATHER_BYTES = 1 << 20
+SAMPLED_MIN_SPLIT = 1 << 14  # non-zeros below which a sampled sum stays on one thread
 _GATHER = threading.local()
 
 
@@ -196,19 +198,23 @@ def _gather_buffers(rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return have[0][:rows * k].reshape(rows, k), have[1][:rows * k].reshape(rows, k)
 
 
-def _sampled_dots(U: np.ndarray, Vt: np.ndarray, rows: np.ndarray, cols: np.ndarray, out: np.ndarray) -> None:
-    """``out[p] = U[rows[p]] . Vt[cols[p]]`` for every ``p``, a cache-sized gather at a time.
-    ``np.take`` with ``mode="clip"``: the default mode buffers a take into ``out`` (the indices are
-    valid, so clipping never happens)."""
+def _sampled_terms(lo: int, hi: int, U: np.ndarray, Vt: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                   out: np.ndarray, term: Callable[[int, int, np.ndarray], np.ndarray]) -> None:
+    """``out[p] = term(lo, hi, d)[p - lo]`` for ``p`` in ``[lo, hi)``, ``d`` the dot products
+    ``U[rows[p]] . Vt[cols[p]]``, formed a cache-sized gather at a time (on a pool thread too,
+    hence its own error state; each term on its own, so the thread count never changes one). ``np.take`` with ``mode="clip"``: the
+    default mode buffers a take into ``out`` (the indices are valid, so clipping never happens)."""
     k = U.shape[1]
     step = max(1, SAMPLED_GATHER_BYTES // (8 * max(1, k)))
-    a, b = _gather_buffers(min(step, len(out)), k)
-    for c0 in range(0, len(out), step):
-        c1 = min(len(out), c0 + step)
-        n = c1 - c0
-        np.take(U, rows[c0:c1], axis=0, out=a[:n], mode="clip")
-        np.take(Vt, cols[c0:c1], axis=0, out=b[:n], mode="clip")
-        np.einsum("ij,ij->i", a[:n], b[:n], out=out[c0:c1])
+    a, b = _gather_buffers(min(step, hi - lo), k)
+    with errstate():
+        for c0 in range(lo, hi, step):
+            c1 = min(hi, c0 + step)
+            n = c1 - c0
+            np.take(U, rows[c0:c1], axis=0, out=a[:n], mode="clip")
+            np.take(Vt, cols[c0:c1], axis=0, out=b[:n], mode="clip")
+            np.einsum("ij,ij->i", a[:n], b[:n], out=out[c0:c1])
+        out[lo:hi] = term(lo, hi, out[lo:hi])
 
 
 def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_left: bool = True,
@@ -243,10 +249,16 @@ def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_
     Uc = np.ascontiguousarray(U, dtype=F64)
     Vt = np.ascontiguousarray(V.T, dtype=F64)
     rows, cols = csr_rows(S), S.indices
+    def term(lo: int, hi: int, d: np.ndarray) -> np.ndarray:  # x_p * g(d_p), as the unfused '*'
+        return times(S.data[lo:hi].reshape(1, -1), g(d.reshape(1, -1))).reshape(-1)
+
     vals = np.empty(S.nnz)
-    with errstate():
-        _sampled_dots(Uc, Vt, rows, cols, vals)
-    return k_sum(times(S.data.reshape(1, -1), g(vals.reshape(1, -1))))
+    t = min(threads.budget(), max(1, S.nnz // SAMPLED_MIN_SPLIT))
+    if t <= 1:
+        _sampled_terms(0, S.nnz, Uc, Vt, rows, cols, vals, term)
+    else:  # (NumPy's take, einsum and ufuncs release the GIL for most of a 1 MB gather)
+        threads.run_ranges(_sampled_terms, [S.nnz * j // t for j in range(t + 1)], Uc, Vt, rows, cols, vals, term)
+    return k_sum(vals.reshape(1, -1))
 
 
 # ------------------------------------------------------------------------- solvers and co.
