@@ -236,6 +236,18 @@ class _Builder:
         self.access = access
         self.pos: dict[int, int] = {}
         self.inputs: list[Hop] = []
+        # a HOP read with a second access has a slot of its own: one slot, one access (codegen's
+        # canonical form), e.g. U as both factors of the outer template's U %*% t(U)
+        self.other: dict[tuple[int, str], int] = {}
+        self.first: dict[int, str] = {}  # slot -> the access it was made for
+
+    def reset(self) -> None:
+        """Start a new plan: no inputs, a fresh CNode builder."""
+        self.pos.clear()
+        self.inputs.clear()
+        self.other.clear()
+        self.first.clear()
+        self.b = C.CPlanBuilder()
 
     def input(self, h: Hop, access: str | None = None) -> C.CNode:
         if h.is_literal:
@@ -246,11 +258,16 @@ class _Builder:
         if h.dt == SCALAR and h.vt == "string":
             raise _Unsupported
         acc = access or self.access(h)
-        key = h.id
-        if key not in self.pos:
-            self.pos[key] = len(self.inputs)
+        if h.id not in self.pos:
+            self.pos[h.id] = len(self.inputs)
             self.inputs.append(h)
-        return self.b.input(self.pos[key], acc)
+        at = self.pos[h.id]
+        if self.first.setdefault(at, acc) != acc:
+            if (h.id, acc) not in self.other:
+                self.other[h.id, acc] = len(self.inputs)
+                self.inputs.append(h)
+            at = self.other[h.id, acc]
+        return self.b.input(at, acc)
 
     def cell_op(self, h: Hop, children: list[C.CNode]) -> C.CNode:
         if h.kind == "unary":
@@ -337,9 +354,7 @@ def _cell_cplan(op: FusedOp) -> None:
     best = None
     for cand in sorted(full, key=lambda h: h.nnz if h.nnz >= 0 else n * m):
         memo_nodes.clear()
-        bld.pos.clear()
-        bld.inputs.clear()
-        bld.b = C.CPlanBuilder()
+        bld.reset()
         _main_first(bld, cand)
         if agg is not None:
             r = op.entries[root.id].refs[0]
@@ -479,9 +494,7 @@ def _outer_cplan(op: FusedOp) -> None:
     bld = _Builder(op, access)
     best = None
     for cand in sorted(full, key=lambda h: h.nnz if h.nnz >= 0 else n * m):
-        bld.pos.clear()
-        bld.inputs.clear()
-        bld.b = C.CPlanBuilder()
+        bld.reset()
         _main_first(bld, cand)
         memo_nodes: dict[int, C.CNode] = {}
 

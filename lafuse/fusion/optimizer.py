@@ -369,6 +369,7 @@ def _magg(group: list[FusedOp]) -> FusedOp:
     b = C.CPlanBuilder()
     inputs: list[Hop] = [group[0].inputs[0]]
     main = inputs[0]
+    slots: dict[tuple[int, str], int] = {(main.id, C.MAIN): 0}  # one access per slot (codegen.emit.canon)
     roots: list[C.CNode] = []
     for o in group:
         assert o.plan is not None
@@ -379,10 +380,12 @@ def _magg(group: list[FusedOp]) -> FusedOp:
                 return memo[id(n)]
             if n.op == "input":
                 h = o.inputs[int(n.arg)]  # type: ignore[call-overload]
-                if h not in inputs:
+                acc = C.MAIN if h is main and n.access in (C.MAIN, C.CELL) else \
+                    (C.CELL if n.access == C.MAIN else n.access)
+                if (h.id, acc) not in slots:
+                    slots[h.id, acc] = len(inputs)
                     inputs.append(h)
-                acc = C.MAIN if h is main else (C.CELL if n.access == C.MAIN else n.access)
-                out = b.input(inputs.index(h), acc)
+                out = b.input(slots[h.id, acc], acc)
             elif n.op == "literal":
                 out = b.literal(float(n.arg))  # type: ignore[arg-type]
             else:

@@ -148,6 +148,25 @@ def test_fused_equals_unfused(name, text, fused_op, replaced, special, kind):
                 assert counts.get(op, 0) == 0, f"{op} ran unfused next to {fused_op}: {counts}"
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("text", ["R = sum(S * (U %*% t(U)))", "R = (S / (U %*% t(U) + 1e-15)) %*% U",
+                                  "R = sum(S * log(U %*% t(U) + 1e-15)) + sum(S * (U %*% t(W)))"])
+def test_one_matrix_as_both_factors_of_an_outer_product(kind, text):
+    """U as both U[i, :] and V[j, :] of the outer template: two input slots of one matrix, one
+    access each (this crashed codegen: "input 1 is read with two accesses (outer_u, outer_v)")."""
+    rng = np.random.default_rng(abs(hash((text, kind))) % 2**32)
+    for special in (False, True):
+        n = 0 if kind == "empty" else N
+        ins = {"S": np.zeros((0, 0)) if n == 0 else data(kind, (n, n), rng, special),
+               "U": rng.uniform(0.1, 1, size=(n, K)), "W": rng.uniform(0.1, 1, size=(n, K))}
+        base, _ = run(text, ins, codegen=False)
+        got, counts = run(text, ins, codegen=True)
+        assert same(got, base), f"{text} {kind} special={special}\nfused={dense(got)}\nunfused={dense(base)}"
+        if kind != "empty" and dense(ins["S"]).size:
+            assert counts.get("spoofOP", 0) >= 1, f"spoofOP did not run: {counts}"
+            assert counts.get("%*%", 0) == 0, f"%*% ran unfused next to spoofOP: {counts}"
+
+
 def test_results_do_not_depend_on_the_thread_count():
     rng = np.random.default_rng(7)
     ins = inputs_for("dense", "", rng)
