@@ -272,8 +272,13 @@ class _Builder:
     def cell_op(self, h: Hop, children: list[C.CNode]) -> C.CNode:
         if h.kind == "unary":
             return self.b.op(h.op, children[0])
-        if h.kind in ("binary", "nary"):
+        if h.kind == "binary":
             return self.b.op(h.op, children[0], children[1])
+        if h.kind == "nary":  # min(X, Y, Z) = min(min(X, Y), Z), as kernels_agg folds it unfused
+            out = children[0]
+            for c in children[1:]:
+                out = self.b.op(h.op, out, c)
+            return out
         if h.op == "ifelse":
             return self.b.op("ifelse", *children)
         raise _Unsupported

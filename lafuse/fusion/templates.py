@@ -25,6 +25,9 @@ OPEN, CLOSED_VALID, CLOSED_INVALID = 0, 1, -1
 
 CELL_UNARY = set(C.UNARY)
 CELL_BINARY = set(C.BINARY) - {"min", "max"}  # min/max arrive as nary HOPs
+# operands of an n-ary min/max a cell template covers: each fusable operand doubles the memo's
+# candidate entries (2^6 = memo.MAX_ENTRIES_PER_GROUP); a longer one stays unfused
+NARY_MAX_INPUTS = 6
 # (kind, op) of aggregates and the CPlan aggregation they become
 CELL_AGGS = {"sum": (C.FULL_AGG, "sum"), "min": (C.FULL_AGG, "min"), "max": (C.FULL_AGG, "max"),
              "rowSums": (C.ROW_AGG, "sum"), "rowMins": (C.ROW_AGG, "min"), "rowMaxs": (C.ROW_AGG, "max"),
@@ -43,8 +46,8 @@ def is_cellwise(h: Hop) -> bool:
         return h.op in CELL_UNARY and len(h.inputs) == 1 and h.inputs[0].dt == MATRIX
     if h.kind == "binary":
         ok = h.op in CELL_BINARY and len(h.inputs) == 2
-    elif h.kind == "nary":
-        ok = h.op in ("min", "max") and len(h.inputs) == 2
+    elif h.kind == "nary":  # fused as the unfused kernel computes it: a left fold of binary min/max
+        ok = h.op in ("min", "max") and 2 <= len(h.inputs) <= NARY_MAX_INPUTS
     elif h.kind == "ternary":
         ok = h.op == "ifelse"
     else:

@@ -87,6 +87,9 @@ CASES = [
     ("cell_colmins", "R = colMins(X * Y)", "spoofCell", ("*", "colMins"), "XY"),
     ("cell_vectors", "R = sum((X - r) * c + s)", "spoofCell", ("-", "*", "sum"), "Xrc"),
     ("magg", "R = sum(X * Y) + sum(X * Z)", "spoofMA", ("*", "sum"), "XYZ"),
+    # n-ary min/max (SystemDS's cellwisetmpl23/24): a left fold of the binary operator
+    ("cell_nary_min", "R = sum(min(X, Y, Z))", "spoofCell", ("min", "sum"), "XYZ"),
+    ("cell_nary_max", "R = max(X, Y, Z, 0.7, s) * 2", "spoofCell", ("max", "*"), "XYZ"),
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),
