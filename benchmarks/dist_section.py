@@ -601,9 +601,10 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                 ds = dataset(w, size, runner is not None)
                 t_data = time.perf_counter() - t_row
                 # spilling rows once per process in quick mode: a run takes 10-100 s there
-                # (fits: four warm runs even in quick mode; lafuse's L2SVM runs in 3 ms, and the median
-                # of two such runs varied 2.5-7.7 ms between processes of one configuration)
-                inner = (5 if size == "fits" else 1) if quick else (7 if size == "fits" else 3)
+                # (fits: eight warm runs even in quick mode; lafuse's L2SVM runs in 3 ms, and the median
+                # of two such runs varied 2.5-7.7 ms between processes of one configuration; with four,
+                # the outer-product loss's runs 2-3 of a process took 2.3-8.2 ms, its runs 4-5 1.9-3.7)
+                inner = (9 if size == "fits" else 1) if quick else (11 if size == "fits" else 3)
                 wl = w.workload(size)
                 script = tmp / f"{wl.name}.dml"
                 script.write_text(wl.script(inner, ds))
