@@ -69,8 +69,14 @@ ON_PRESTART: set[str] = set()
 
 
 def _has_candidates(dag: Dag) -> bool:
-    return any(h.dt == MATRIX and h.kind in ("unary", "binary", "nary", "ternary", "agg_unary", "matmult")
-               for h in dag.hops())
+    """A matrix-valued operator a template may open on, or two full aggregates of matrices (a
+    multi-aggregate may read one input once for both: optimizer.bare_aggregates)."""
+    full_aggs = 0
+    for h in dag.hops():
+        if h.dt == MATRIX and h.kind in ("unary", "binary", "nary", "ternary", "agg_unary", "matmult"):
+            return True
+        full_aggs += h.kind == "agg_unary" and bool(h.inputs) and h.inputs[0].dt == MATRIX
+    return full_aggs > 1
 
 
 def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: HardwareProfile | None = None,

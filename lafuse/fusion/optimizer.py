@@ -18,8 +18,9 @@ from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import decisions, observed
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
-from lafuse.fusion.memo import MemoTable, explore
+from lafuse.fusion.memo import MemoEntry, MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
+from lafuse.fusion.templates import agg_of
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
@@ -39,7 +40,8 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     st.dags += 1
     st.memo_entries += sum(len(es) for es in memo.groups.values())
     st.memo_pruned += memo.pruned
-    if not memo.groups:
+    heuristic = cfg.fusion != "cost"
+    if not memo.groups and not (heuristic and len(bare_aggregates(order, [])) > 1):
         if reuse is not None:
             decisions.record(reuse, decisions.Decision((), (), (), 0, 0, profile=prof.source))
         st.time += time.perf_counter() - t0
@@ -49,10 +51,9 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     if selector is None:
         raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
     with nnz_memo():  # (the copy stays unchanged until _rewrite below)
-        cuts = selector().select(ctx)
-    heuristic = cfg.fusion != "cost"
+        cuts = selector().select(ctx) if memo.groups else frozenset()
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
-    ops = combine_multi_aggregates(plan.fused)
+    ops = combine_multi_aggregates(plan.fused, bare_aggregates(order, plan.fused) if heuristic else ())
     keys: set[str] = set()
     unfused0, observed0, shared0 = st.unfused_by_compile_cost, st.observed, st.start_shared
     deferred0, prestart0 = (len(F.DEFERRED), st.deferred), set(F.ON_PRESTART)
@@ -338,11 +339,34 @@ def _reachable(roots: list[Hop]) -> set[int]:
     return {h.id for h in walk(roots)}
 
 
-def combine_multi_aggregates(ops: list[FusedOp]) -> list[FusedOp]:
+def bare_aggregates(order: list[Hop], ops: list[FusedOp]) -> list[FusedOp]:
+    """The full ``sum``/``min``/``max`` of a materialized matrix no fused operator covers, each as a
+    Cell operator of no cell-wise operation, for ``combine_multi_aggregates`` to take into a
+    multi-aggregate with others over the same input (SystemDS's multiAggPattern6: ``min(X)``,
+    ``max(X)`` and ``sum(X)`` read X once; paper 000 §3). Only the heuristic policies: the cost-based
+    one would have to weigh their compile too (and record it for replay), which it does not yet."""
+    covered = {hid for o in ops for hid in o.entries}
+    out: list[FusedOp] = []
+    for h in order:
+        agg = agg_of(h)
+        if agg is None or agg[0] != C.FULL_AGG or h.id in covered:
+            continue
+        x = h.inputs[0]
+        if not x.dims_known or x.rows * x.cols == 0:
+            continue
+        b = C.CPlanBuilder()
+        plan = C.CPlan("cell", b.input(0, C.MAIN), C.FULL_AGG, agg[1], sparse_safe=agg[1] == "sum", ninputs=1)
+        out.append(FusedOp("cell", h, {h.id: MemoEntry("cell", (-1,))}, plan, [x]))
+    return out
+
+
+def combine_multi_aggregates(ops: list[FusedOp], bare: list[FusedOp] | tuple[()] = ()) -> list[FusedOp]:
     """Full aggregates of Cell operators over the same iteration space that share an input and do
-    not depend on each other become one MAgg operator reading the shared inputs once."""
+    not depend on each other become one MAgg operator reading the shared inputs once. ``bare``
+    (``bare_aggregates``) join a group only with another: alone, each stays its own instruction."""
     cands = [o for o in ops if o.template == "cell" and o.plan is not None and o.plan.agg == C.FULL_AGG]
     rest = [o for o in ops if o not in cands]
+    cands += bare
     groups: list[list[FusedOp]] = []
     for o in cands:
         main = o.inputs[0]
@@ -361,7 +385,10 @@ def combine_multi_aggregates(ops: list[FusedOp]) -> list[FusedOp]:
             groups.append([o])
     out = list(rest)
     for g in groups:
-        out.append(g[0] if len(g) == 1 else _magg(g))
+        if len(g) > 1:
+            out.append(_magg(g))
+        elif g[0] not in bare:
+            out.append(g[0])
     return out
 
 

@@ -87,6 +87,9 @@ CASES = [
     ("cell_colmins", "R = colMins(X * Y)", "spoofCell", ("*", "colMins"), "XY"),
     ("cell_vectors", "R = sum((X - r) * c + s)", "spoofCell", ("-", "*", "sum"), "Xrc"),
     ("magg", "R = sum(X * Y) + sum(X * Z)", "spoofMA", ("*", "sum"), "XYZ"),
+    # aggregates of no cell-wise operation join a multi-aggregate over their input (multiAggPattern6)
+    ("magg_bare", "R = min(X) + max(X) + sum(X)", "spoofMA", ("min", "max", "sum"), "X"),
+    ("magg_bare_and_fused", "R = sum(X * Y) + max(X)", "spoofMA", ("*", "sum", "max"), "XY"),
     # n-ary min/max (SystemDS's cellwisetmpl23/24): a left fold of the binary operator
     ("cell_nary_min", "R = sum(min(X, Y, Z))", "spoofCell", ("min", "sum"), "XYZ"),
     ("cell_nary_max", "R = max(X, Y, Z, 0.7, s) * 2", "spoofCell", ("max", "*"), "XYZ"),
@@ -168,6 +171,17 @@ def test_one_matrix_as_both_factors_of_an_outer_product(kind, text):
         if kind != "empty" and dense(ins["S"]).size:
             assert counts.get("spoofOP", 0) >= 1, f"spoofOP did not run: {counts}"
             assert counts.get("%*%", 0) == 0, f"%*% ran unfused next to spoofOP: {counts}"
+
+
+def test_a_lone_bare_aggregate_stays_unfused():
+    """sum(X) alone has nothing to share its pass over X with: no fused operator for it (the
+    heuristic policies; the cost-based one never takes bare aggregates in)."""
+    ins = inputs_for("dense", "", np.random.default_rng(3))
+    for fusion in ("fuse-all", "fuse-no-redundancy", "cost"):
+        got, counts = run("R = sum(X) * 2 + max(Y)", ins, codegen=True, fusion=fusion)
+        assert got == pytest.approx(2 * dense(ins["X"]).sum() + dense(ins["Y"]).max(), rel=1e-12)
+        assert not any(k.startswith("spoof") for k in counts), (fusion, counts)
+        assert counts.get("sum") == 1 and counts.get("max") == 1, (fusion, counts)
 
 
 def test_results_do_not_depend_on_the_thread_count():
