@@ -202,8 +202,9 @@ def _sampled_terms(lo: int, hi: int, U: np.ndarray, Vt: np.ndarray, rows: np.nda
                    out: np.ndarray, term: Callable[[int, int, np.ndarray], np.ndarray]) -> None:
     """``out[p] = term(lo, hi, d)[p - lo]`` for ``p`` in ``[lo, hi)``, ``d`` the dot products
     ``U[rows[p]] . Vt[cols[p]]``, formed a cache-sized gather at a time (on a pool thread too,
-    hence its own error state; each term on its own, so the thread count never changes one). ``np.take`` with ``mode="clip"``: the
-    default mode buffers a take into ``out`` (the indices are valid, so clipping never happens)."""
+    hence its own error state; each term on its own, so the thread count never changes one).
+    ``np.take`` with ``mode="clip"``: the default mode buffers a take into ``out`` (the indices
+    are valid, so clipping never happens)."""
     k = U.shape[1]
     step = max(1, SAMPLED_GATHER_BYTES // (8 * max(1, k)))
     a, b = _gather_buffers(min(step, hi - lo), k)
@@ -249,6 +250,7 @@ def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_
     Uc = np.ascontiguousarray(U, dtype=F64)
     Vt = np.ascontiguousarray(V.T, dtype=F64)
     rows, cols = csr_rows(S), S.indices
+
     def term(lo: int, hi: int, d: np.ndarray) -> np.ndarray:  # x_p * g(d_p), as the unfused '*'
         return times(S.data[lo:hi].reshape(1, -1), g(d.reshape(1, -1))).reshape(-1)
 
