@@ -20,7 +20,7 @@ from lafuse.feedback import decisions, observed
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoEntry, MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
-from lafuse.fusion.templates import agg_of
+from lafuse.fusion.templates import agg_of, is_matmult, is_transpose
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
@@ -348,8 +348,14 @@ def bare_aggregates(order: list[Hop], ops: list[FusedOp]) -> list[FusedOp]:
     covered = {hid for o in ops for hid in o.entries}
     out: list[FusedOp] = []
     for h in order:
+        if h.id in covered:
+            continue
+        dot = _dot_product(h)
+        if dot is not None:
+            out.append(dot)
+            continue
         agg = agg_of(h)
-        if agg is None or agg[0] != C.FULL_AGG or h.id in covered:
+        if agg is None or agg[0] != C.FULL_AGG:
             continue
         x = h.inputs[0]
         if not x.dims_known or x.rows * x.cols == 0:
@@ -358,6 +364,30 @@ def bare_aggregates(order: list[Hop], ops: list[FusedOp]) -> list[FusedOp]:
         plan = C.CPlan("cell", b.input(0, C.MAIN), C.FULL_AGG, agg[1], sparse_safe=agg[1] == "sum", ninputs=1)
         out.append(FusedOp("cell", h, {h.id: MemoEntry("cell", (-1,))}, plan, [x]))
     return out
+
+
+def _dot_product(h: Hop) -> FusedOp | None:
+    """``t(x) %*% y`` of two column vectors as the Cell operator ``sum(x * y)`` (SystemDS's Cell
+    template takes such products: its multiAggPattern7 reads x and y once for ``t(x) %*% x``,
+    ``t(x) %*% y`` and ``t(y) %*% y``). The sparser operand (by its estimate) is the main input,
+    whose zeros annihilate ``*`` as the unfused sparse product skips them."""
+    if not (is_matmult(h) and is_transpose(h.inputs[0])):
+        return None
+    x, y = h.inputs[0].inputs[0], h.inputs[1]
+    if not (x.dt == MATRIX and y.dt == MATRIX and x.dims_known and y.dims_known and x.cols == 1 == y.cols
+            and x.rows == y.rows > 1):
+        return None
+    b = C.CPlanBuilder()
+    if x is y:
+        inputs, expr = [x], b.op("*", b.input(0, C.MAIN), b.input(0, C.MAIN))
+    else:
+        main, side = (y, x) if 0 <= y.nnz < x.nnz or x.nnz < 0 <= y.nnz else (x, y)
+        inputs, expr = [main, side], b.op("*", b.input(0, C.MAIN), b.input(1, C.CELL))
+        if main is y:  # (the product's operands in the script's order: IEEE * is commutative anyway)
+            expr = b.op("*", b.input(1, C.CELL), b.input(0, C.MAIN))
+    plan = C.CPlan("cell", expr, C.FULL_AGG, "sum", sparse_safe=C.zero_safe(expr), ninputs=len(inputs))
+    return FusedOp("cell", h, {h.id: MemoEntry("cell", (-1, -1)), h.inputs[0].id: MemoEntry("cell", (-1,))},
+                   plan, inputs)
 
 
 def combine_multi_aggregates(ops: list[FusedOp], bare: list[FusedOp] | tuple[()] = ()) -> list[FusedOp]:
@@ -457,6 +487,10 @@ def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
             for k, r in enumerate(op.roots):
                 g = Hop("get", "extract", [s], dt=SCALAR, vt=DOUBLE, span=r.span, params={"index": k})
                 g.rows = g.cols = 0
+                if r.dt == MATRIX:  # a dot product's 1 x 1 matrix (_dot_product)
+                    g = Hop("as.matrix", "unary", [g], dt=MATRIX, vt=DOUBLE, span=r.span)
+                    g.copy_dims(r)
+                    g.mem, g.out_mem = r.mem, r.out_mem
                 repl[r.id] = g
         else:
             repl[op.root.id] = s
@@ -464,7 +498,8 @@ def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
         h.inputs = [repl.get(i.id, i) for i in h.inputs]
     for op in ops:  # the spoof operators' own inputs may be other fused operators' roots
         for s in ({repl[r.id] for r in op.roots} if op.template == "magg" else {repl[op.root.id]}):
-            tgt = s.inputs[0] if s.op in ("get", "t") else s
+            tgt = s.inputs[0] if s.op == "as.matrix" else s  # (a dot product's: of a get)
+            tgt = tgt.inputs[0] if tgt.op in ("get", "t") else tgt
             tgt.inputs = [repl.get(i.id, i) for i in tgt.inputs]
     dag.roots = [repl.get(r.id, r) for r in dag.roots]
 

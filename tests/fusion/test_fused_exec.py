@@ -90,6 +90,8 @@ CASES = [
     # aggregates of no cell-wise operation join a multi-aggregate over their input (multiAggPattern6)
     ("magg_bare", "R = min(X) + max(X) + sum(X)", "spoofMA", ("min", "max", "sum"), "X"),
     ("magg_bare_and_fused", "R = sum(X * Y) + max(X)", "spoofMA", ("*", "sum", "max"), "XY"),
+    # dot products of column vectors, as sum(x * y) (multiAggPattern7)
+    ("magg_dot", "R = as.scalar(t(r) %*% r + t(r) %*% w + t(w) %*% w)", "spoofMA", ("%*%",), "rw"),
     # n-ary min/max (SystemDS's cellwisetmpl23/24): a left fold of the binary operator
     ("cell_nary_min", "R = sum(min(X, Y, Z))", "spoofCell", ("min", "sum"), "XYZ"),
     ("cell_nary_max", "R = max(X, Y, Z, 0.7, s) * 2", "spoofCell", ("max", "*"), "XYZ"),
@@ -171,6 +173,20 @@ def test_one_matrix_as_both_factors_of_an_outer_product(kind, text):
         if kind != "empty" and dense(ins["S"]).size:
             assert counts.get("spoofOP", 0) >= 1, f"spoofOP did not run: {counts}"
             assert counts.get("%*%", 0) == 0, f"%*% ran unfused next to spoofOP: {counts}"
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "empty"])
+def test_dot_products_of_sparse_columns_join_a_multi_aggregate(kind):
+    """Columns of a sparse X (NaN and +-Inf among their non-zeros), in a multi-aggregate of dot
+    products: the values of the unfused products, one spoofMA, no %*%."""
+    text = "a = X[, 1]\nb = X[, 2]\nR = as.scalar(t(a) %*% a + t(b) %*% a + t(b) %*% b)"
+    rng = np.random.default_rng(11)
+    for special in (False, True):
+        X = data(kind, (N, M), rng, special)
+        base, _ = run(text, {"X": X}, codegen=False)
+        got, counts = run(text, {"X": X}, codegen=True)
+        assert same(got, base), (kind, special, got, base)
+        assert counts.get("spoofMA", 0) == 1 and counts.get("%*%", 0) == 0, counts
 
 
 def test_a_lone_bare_aggregate_stays_unfused():
