@@ -313,21 +313,13 @@ def distributed_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool, 
     return Cost(local.io, local.compute + tasks * K.DASK_TASK_TIME, local.exact and exact)
 
 
-def _matmult_below(h: Hop) -> Hop | None:
-    """The product under a chain of cell-wise operators with one matrix operand each (a sampled sum's g)."""
-    while h.kind in ("unary", "binary"):
-        ms = [i for i in h.inputs if i.dt == MATRIX]
-        if len(ms) != 1:
-            return None
-        h = ms[0]
-    return h if h.kind == "matmult" else None
-
-
 def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool = False,
-                     hints: dict[str, float] | None = None, block: int = 0) -> Cost:
+                     hints: dict[str, float] | None = None, block: int = 0,
+                     reads: list[Hop] | None = None, transposed: tuple[bool, bool] | None = None) -> Cost:
     """Estimate one instruction that computes HOP ``h`` with opcode ``opcode`` (``fcall`` bodies are
     costed by the program coster, not here); ``block`` > 0: it runs on Dask with blocks of that size
-    (``distributed_cost``)."""
+    (``distributed_cost``). ``reads``/``transposed``: the instruction's own operands where they are
+    not ``h``'s inputs (a loss operator's X, U and V, the factors read transposed in place or not)."""
     if block > 0:
         return distributed_cost(opcode, h, prof, inplace, hints, block)
     ins = [meta(i, hints) for i in h.inputs]
@@ -374,9 +366,9 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             op_time = max(op_time, flops / gemm_rate(prof, dims[0], read + write, dims[1]))
             if min(out.rows, out.cols) <= K.SKINNY_MM_COLS:  # matrix-vector-like: BLAS per row of the tall side
                 tall = max(mats[0].rows, mats[0].cols, mats[1].rows, mats[1].cols)
-                transposed = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
+                by_columns = h.inputs[0].kind == "reorg" and h.inputs[0].op == "t" and out.rows < out.cols or \
                     out.rows <= K.SKINNY_MM_COLS and mats[0].cols > mats[0].rows
-                row = K.SKINNY_TMM_ROW_TIME if transposed else K.SKINNY_MM_ROW_TIME
+                row = K.SKINNY_TMM_ROW_TIME if by_columns else K.SKINNY_MM_ROW_TIME
                 op_time = max(op_time, tall * row * kernel_slowdown(prof))
         else:  # traversal of the non-zeros, or the multiply-adds at element-wise speed, whichever dominates
             nz = sum(m.nz for m in mats if m.sparse)
@@ -440,27 +432,22 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
             # conversion finds the non-zeros (a pass over the cells) and builds the arrays per non-zero
             on_top += (out.cells * K.DENSE_TO_CSR_CELL_TIME + out.nz * K.DENSE_TO_CSR_NZ_TIME) * \
                 kernel_slowdown(prof)
-    elif opcode == "wsloss":
-        # sum((X - U %*% V)^2) as one instruction (hops.patterns.squared_losses; h is the sum): the
-        # product a block of rows at a time into a cached buffer, the difference, square and sum there;
-        # memory traffic is X and the factors only
-        d = h.inputs[0].inputs[0]
-        mm = next(i for i in d.inputs if i.kind == "matmult")
-        x = meta(next(i for i in d.inputs if i is not mm), hints)
-        k = float(max(mm.inputs[0].cols, 1))
-        cells = float(max(mm.rows, 0)) * max(mm.cols, 0)
-        read = x.bytes + sum(meta(i, hints).bytes for i in mm.inputs)
-        op_time = 2.0 * cells * k / gemm_rate(prof, k, float(SQUARED_LOSS_BLOCK_BYTES), float(mm.cols)) \
-            + 3.0 * cells / prof.elementwise_rate + (x.nz / prof.sparse_rate if x.sparse else 0.0)
-    elif opcode == "sampledsum":
-        # sum(X * g(U %*% V)) at X's non-zeros (hops.patterns.sampled_sums; h is the sum): a gathered
-        # row of U and of V and their dot product per non-zero, g over the non-zeros
-        p = h.inputs[0]
-        mm, x_hop = next(((m, o) for g, o in (p.inputs, p.inputs[::-1]) if (m := _matmult_below(g)) is not None))
+    elif opcode in ("wsloss", "sampledsum"):
+        # (h is the sum; the plan found the pattern: hops.patterns.squared_losses / sampled_sums)
+        assert reads is not None and len(reads) == 3, f"{opcode} is costed from its operands X, U, V"
+        x_hop, u, v = reads
+        ta = (transposed or (False, False))[0]
         x = meta(x_hop, hints)
-        k = float(max(mm.inputs[0].cols, 1))
-        read = x.bytes + sum(meta(i, hints).bytes for i in mm.inputs)
-        op_time = x.nz * (2.0 * k + K.SAMPLED_NZ_CELLS) / prof.elementwise_rate + x.nz / prof.sparse_rate
+        k = float(max(u.rows if ta else u.cols, 1))
+        read = x.bytes + meta(u, hints).bytes + meta(v, hints).bytes
+        if opcode == "wsloss":
+            # the product a block of rows at a time into a cached buffer, the difference, square and
+            # sum there; memory traffic is X and the factors only
+            cells = float(max(x_hop.rows, 0)) * max(x_hop.cols, 0)
+            op_time = 2.0 * cells * k / gemm_rate(prof, k, float(SQUARED_LOSS_BLOCK_BYTES), float(x_hop.cols)) \
+                + 3.0 * cells / prof.elementwise_rate + (x.nz / prof.sparse_rate if x.sparse else 0.0)
+        else:  # a gathered row of U and of V and their dot product per non-zero of X, g over those
+            op_time = x.nz * (2.0 * k + K.SAMPLED_NZ_CELLS) / prof.elementwise_rate + x.nz / prof.sparse_rate
     elif kind == "agg_unary" and mats:
         x = mats[0]
         cells = x.nz if x.sparse else x.cells

@@ -169,7 +169,8 @@ class ProgramCoster:
         reg_bytes: dict[int, float] = {}
         self.live = sum(self.var_bytes.values())
         for ins in plan.instructions:
-            c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace, self.nnz_hints, ins.block)
+            c = instruction_cost(ins.opcode, ins.hop, self.prof, ins.inplace, self.nnz_hints, ins.block,
+                                 ins.reads, ins.transposed)
             if self.render:
                 self._emit(depth, f"{ins.render()} {fmt_cost(c)}")
             self.by_opcode[ins.opcode] = self.by_opcode.get(ins.opcode, 0.0) + self._weight * c.total

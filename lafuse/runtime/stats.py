@@ -77,7 +77,8 @@ class Stats:
             self.profile = profile.load()
         hints = {h.name: nnz_estimate(v) for h, v in zip(ins.reads or ins.hop.inputs, args or [])
                  if h.op == "tread" and h.name and h.nnz < 0 and is_matrix(v)}
-        return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints, ins.block).total
+        return operators.instruction_cost(ins.opcode, ins.hop, self.profile, ins.inplace, hints, ins.block,
+                                          ins.reads, ins.transposed).total
 
     def heavy_hitters(self, n: int = 10) -> list[tuple[str, float, int]]:
         times, counts, _ = self._by_opcode()
