@@ -386,9 +386,7 @@ def _plus_minus_dense(op: str, S: Any, D: ndarray, left: bool) -> ndarray:
     of D (negated for ``S - D``) with S's non-zeros added in or subtracted at their cells: the same
     values as densifying S (``s - d`` is ``s + (-d)`` in IEEE arithmetic) without a second dense
     temporary and pass (measured for 14000 x 7500 at 1% density: 2.0-3.7 s that way, 0.7 s this)."""
-    if not S.has_canonical_format:
-        S = S.copy()
-        S.sum_duplicates()
+    S = S if S.has_canonical_format else canon_csr(S)
     out = np.negative(D) if op == "-" and left else np.array(D, dtype=F64)
     add_at_nonzeros(out, S, subtract=op == "-" and not left)
     return out

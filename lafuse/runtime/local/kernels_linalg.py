@@ -24,6 +24,7 @@ from lafuse.hops.patterns import SQUARED_LOSS_BLOCK_BYTES
 from lafuse.runtime.local.kernels_agg import k_sum
 from lafuse.runtime.local.kernels_common import (
     F64,
+    canon_csr,
     csr_rows,
     errstate,
     fmt_owned,
@@ -242,9 +243,7 @@ def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_
     if not sp.issparse(x):
         return k_sum(times(x, g(k_matmult(U, V))))
     S = x.tocsr()
-    if not S.has_canonical_format:
-        S = S.copy()
-        S.sum_duplicates()
+    S = S if S.has_canonical_format else canon_csr(S)
     if S.nnz == 0:
         return 0.0
     Uc = np.ascontiguousarray(U, dtype=F64)
