@@ -68,14 +68,15 @@ DECIDED_ON: set[str] = set()
 ON_PRESTART: set[str] = set()
 
 
-def _has_candidates(dag: Dag) -> bool:
-    """A matrix-valued operator a template may open on, or two full aggregates of matrices (a
-    multi-aggregate may read one input once for both: optimizer.bare_aggregates)."""
+def _has_candidates(dag: Dag, bare: bool) -> bool:
+    """A matrix-valued operator a template may open on, or (``bare``: a heuristic policy) two full
+    aggregates of matrices, which a multi-aggregate may compute in one pass over a shared input
+    (optimizer.bare_aggregates)."""
     full_aggs = 0
     for h in dag.hops():
         if h.dt == MATRIX and h.kind in ("unary", "binary", "nary", "ternary", "agg_unary", "matmult"):
             return True
-        full_aggs += h.kind == "agg_unary" and bool(h.inputs) and h.inputs[0].dt == MATRIX
+        full_aggs += bare and h.kind == "agg_unary" and bool(h.inputs) and h.inputs[0].dt == MATRIX
     return full_aggs > 1
 
 
@@ -85,7 +86,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     often the block is expected to run (loop bodies), which amortizes compilation; ``hints`` are
     the non-zeros of the variables the block reads (the runtime knows them when it lowers a block;
     HOPs keep nnz unknown so cached plans stay valid for other values)."""
-    if not _has_candidates(dag):
+    if not _has_candidates(dag, cfg.fusion != "cost"):
         return dag, None
     t0 = time.perf_counter()
     st = stats or FusionStats()
