@@ -11,6 +11,7 @@ between one and two BLAS threads, while ``X %*% v`` and ``t(X) %*% X`` were bit-
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import threading
@@ -72,6 +73,30 @@ def run_ranges(fn: Callable[..., Any], cuts: Sequence[int], *args: Any, one_blas
     with blas_single() if one_blas else contextlib.nullcontext():
         futs = [p.submit(run, cuts[k], cuts[k + 1], *args) for k in range(len(cuts) - 1)]
         return [f.result() for f in futs]
+
+
+def run_taken(fn: Callable[..., Any], cuts: Sequence[int], t: int, *args: Any) -> None:
+    """``fn(lo, hi, *args)`` for each range ``[cuts[k], cuts[k + 1])``, on the calling thread and
+    ``t - 1`` threads of the shared pool, each taking the next range no thread has taken until none
+    is left. Why not a fixed range per thread (run_ranges): a thread whose core another process
+    takes for a moment then runs fewer ranges instead of holding up the rest (on 2 cores, an idle
+    Dask cluster's monitors and heartbeats beside the run). ``fn`` writes its results by range, so
+    which thread ran one never shows in them."""
+    taken = itertools.count()  # (its next() is one bytecode-free call: atomic under the GIL)
+    n = len(cuts) - 1
+
+    def take() -> None:
+        for k in taken:
+            if k >= n:
+                return
+            fn(cuts[k], cuts[k + 1], *args)
+
+    futs = [pool(t - 1).submit(take) for _ in range(t - 1)] if t > 1 else []
+    try:
+        take()
+    finally:  # (a failure here still waits for the pool's ranges: they write into the caller's arrays)
+        for f in futs:
+            f.result()
 
 
 def _on_one_blas_thread(fn: Callable[..., Any], *args: Any) -> Any:

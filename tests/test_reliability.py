@@ -93,6 +93,37 @@ def test_thread_budget_caps_blas():
     assert inside and all(n == 1 for n in inside)
 
 
+def test_taken_ranges_run_once_each_and_a_failure_waits_for_the_rest():
+    """threads.run_taken: every range exactly once, on one thread or several, and a range that
+    raises raises in the caller only after the other ranges ran (they write into the caller's
+    arrays), whichever thread took it."""
+    import time
+
+    from lafuse.threads import run_taken
+
+    cuts = [0, 3, 4, 9, 9, 15]
+    for t in (1, 2, 3):
+        seen = np.zeros(15, dtype=int)
+
+        def mark(lo, hi, out):
+            out[lo:hi] += 1
+
+        run_taken(mark, cuts, t, seen)
+        assert seen.tolist() == [1] * 15
+    for _ in range(5):
+        done = []
+
+        def fail_first(lo, hi):
+            if lo == 0:
+                raise ValueError("range 0")
+            time.sleep(0.01)
+            done.append(lo)
+
+        with pytest.raises(ValueError, match="range 0"):
+            run_taken(fail_first, cuts, 2)
+        assert sorted(done) == [3, 4, 9, 9]
+
+
 # ------------------------------------------------------------------ config files
 
 @pytest.mark.parametrize("content, message", [

@@ -1054,3 +1054,31 @@ def test_one_format_rule_for_estimates_and_values():
         assert output_bytes(rows, cols, nnz) == format_bytes(fmt, rows, cols, nnz)
         meta = Meta(rows, cols, nnz, True, True)
         assert meta.sparse == (fmt == CSR) and meta.bytes == format_bytes(fmt, rows, cols, nnz)
+
+
+def test_kept_csr_rows_are_the_rows_and_follow_the_structure(monkeypatch):
+    """csr_rows_kept: the row of every stored entry (empty rows and an empty matrix too), the same
+    array again for the same matrix, recomputed for a matrix whose structure changed, not kept above
+    the size limit, forgotten when the matrix dies, and never writable."""
+    import gc
+
+    from lafuse.runtime.local import kernels_common as kc
+
+    S = sp.csr_array(np.array([[0, 2.0, 0], [0, 0, 0], [1.0, 0, 3.0]]))
+    rows = kc.csr_rows_kept(S)
+    assert rows.tolist() == [0, 2, 2]
+    assert kc.csr_rows_kept(S) is rows and not rows.flags.writeable
+    S.data[:] = 0.0
+    S.eliminate_zeros()  # a structure change in place: a new indptr
+    assert kc.csr_rows_kept(S).tolist() == []
+    assert kc.csr_rows_kept(sp.csr_array((0, 4))).tolist() == []
+    n = len(kc._KEPT_ROWS)
+    T = sp.csr_array(np.eye(5))
+    assert kc.csr_rows_kept(T).tolist() == [0, 1, 2, 3, 4] and len(kc._KEPT_ROWS) == n + 1
+    del T
+    gc.collect()
+    assert len(kc._KEPT_ROWS) == n
+    monkeypatch.setattr(kc, "KEPT_ROWS_MAX_BYTES", 8)
+    B = sp.csr_array(np.eye(3))
+    first = kc.csr_rows_kept(B)
+    assert first.tolist() == [0, 1, 2] and kc.csr_rows_kept(B) is not first

@@ -184,7 +184,7 @@ def test_the_sampled_kernel_equals_the_operators(n, m, k, sparse, x_left, ta, na
         expect = KERNELS["sum"](KERNELS["*"](x, g) if x_left else KERNELS["*"](g, x))
     with pytest.MonkeyPatch.context() as mp, np.errstate(all="ignore"):
         mp.setattr(la, "SAMPLED_GATHER_BYTES", 8 * max(1, k) * (1 + seed % 3))  # gathers of 1-3 non-zeros
-        mp.setattr(la, "SAMPLED_MIN_SPLIT", 1 + seed % 2)  # over the threads from one or two non-zeros
+        mp.setattr(la, "SAMPLED_TASK_NNZ", 1 + seed % 5)  # ranges of one or more gathers, taken by the threads
         got = la.k_sampled_sum(x, U.T.copy() if ta else U, V, ta, False, x_left, chain)
     if np.isnan(expect):
         assert np.isnan(got)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -224,6 +225,32 @@ def as_mat(v: Any, fname: str) -> Any:
 def csr_rows(S: sp.csr_array) -> np.ndarray:
     """Row index of every stored entry of a CSR matrix."""
     return np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+
+
+# a CSR's row indices up to this size are kept for it by csr_rows_kept
+KEPT_ROWS_MAX_BYTES = 16 << 20
+_KEPT_ROWS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(S) -> (S.indptr, rows)
+
+
+def csr_rows_kept(S: sp.csr_array) -> np.ndarray:
+    """:func:`csr_rows`, kept (up to KEPT_ROWS_MAX_BYTES) for the next call on the same matrix
+    until it dies. Why: an operator that gathers by row and column (the sampled sum) runs once per
+    loop iteration on one X, and this host maps a fresh array slowly (3000^2 at 1%: 0.22 of the
+    sum's 2.4 ms went to the rows' page faults). Kept beside the matrix, not on it (an attribute
+    would travel with it when pickled to a Dask worker), with the ``indptr`` it was made from:
+    values change in place (in-place element-wise results), a structure never does, and a matrix
+    with a new ``indptr`` recomputes. The read-only result must not be written."""
+    key = id(S)
+    kept = _KEPT_ROWS.get(key)
+    if kept is not None and kept[0] is S.indptr and kept[1].size == S.nnz:
+        return kept[1]
+    rows = csr_rows(S)
+    if rows.nbytes <= KEPT_ROWS_MAX_BYTES:
+        rows.flags.writeable = False
+        if kept is None:  # (a live id is never reused: the entry goes when S does)
+            weakref.finalize(S, _KEPT_ROWS.pop, key, None)
+        _KEPT_ROWS[key] = (S.indptr, rows)
+    return rows
 
 
 def new_csr(data: np.ndarray, S: sp.csr_array) -> sp.csr_array:

@@ -25,7 +25,7 @@ from lafuse.runtime.local.kernels_agg import k_sum
 from lafuse.runtime.local.kernels_common import (
     F64,
     canon_csr,
-    csr_rows,
+    csr_rows_kept,
     errstate,
     fmt_owned,
     is_mat,
@@ -187,8 +187,15 @@ def k_wsloss(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False) -> floa
 # 256 KB, 2.7 / 1.8 at 512 KB, 2.6-2.8 / 1.4-1.7 at 1 MB, 2.7 / 1.7 at 2 MB, 3.0 / 2.4 at 4 MB; in
 # fresh 26 MB gathers, one thread, 9.5 ms.
 SAMPLED_GATHER_BYTES = 1 << 20
-SAMPLED_MIN_SPLIT = 1 << 14  # non-zeros below which a sampled sum stays on one thread
+# non-zeros a thread takes at a time (in whole gathers; threads.run_taken): ~6 per thread at 3000^2 1%,
+# so a thread another process slows takes fewer, and the terms' per-range calls stay few
+SAMPLED_TASK_NNZ = 1 << 14
 _GATHER = threading.local()
+
+
+def _gather_rows(k: int) -> int:
+    """Non-zeros per gather of a rank-``k`` sampled sum."""
+    return max(1, SAMPLED_GATHER_BYTES // (8 * max(1, k)))
 
 
 def _gather_buffers(rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +214,7 @@ def _sampled_terms(lo: int, hi: int, U: np.ndarray, Vt: np.ndarray, rows: np.nda
     ``np.take`` with ``mode="clip"``: the default mode buffers a take into ``out`` (the indices
     are valid, so clipping never happens)."""
     k = U.shape[1]
-    step = max(1, SAMPLED_GATHER_BYTES // (8 * max(1, k)))
+    step = _gather_rows(k)
     a, b = _gather_buffers(min(step, hi - lo), k)
     with errstate():
         for c0 in range(lo, hi, step):
@@ -248,17 +255,16 @@ def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_
         return 0.0
     Uc = np.ascontiguousarray(U, dtype=F64)
     Vt = np.ascontiguousarray(V.T, dtype=F64)
-    rows, cols = csr_rows(S), S.indices
+    rows, cols = csr_rows_kept(S), S.indices
 
     def term(lo: int, hi: int, d: np.ndarray) -> np.ndarray:  # x_p * g(d_p), as the unfused '*'
         return times(S.data[lo:hi].reshape(1, -1), g(d.reshape(1, -1))).reshape(-1)
 
     vals = np.empty(S.nnz)
-    t = min(threads.budget(), max(1, S.nnz // SAMPLED_MIN_SPLIT))
-    if t <= 1:
-        _sampled_terms(0, S.nnz, Uc, Vt, rows, cols, vals, term)
-    else:  # (NumPy's take, einsum and ufuncs release the GIL for most of a 1 MB gather)
-        threads.run_ranges(_sampled_terms, [S.nnz * j // t for j in range(t + 1)], Uc, Vt, rows, cols, vals, term)
+    task = _gather_rows(Uc.shape[1]) * max(1, SAMPLED_TASK_NNZ // _gather_rows(Uc.shape[1]))
+    cuts = [*range(0, S.nnz, task), S.nnz]
+    # (NumPy's take, einsum and ufuncs release the GIL for most of a 1 MB gather)
+    threads.run_taken(_sampled_terms, cuts, min(threads.budget(), len(cuts) - 1), Uc, Vt, rows, cols, vals, term)
     return k_sum(vals.reshape(1, -1))
 
 
