@@ -110,17 +110,16 @@ def test_taken_ranges_run_once_each_and_a_failure_waits_for_the_rest():
 
         run_taken(mark, cuts, t, seen)
         assert seen.tolist() == [1] * 15
+    def fail_first(lo, hi, done):
+        if lo == 0:
+            raise ValueError("range 0")
+        time.sleep(0.01)
+        done.append(lo)
+
     for _ in range(5):
-        done = []
-
-        def fail_first(lo, hi):
-            if lo == 0:
-                raise ValueError("range 0")
-            time.sleep(0.01)
-            done.append(lo)
-
+        done: list[int] = []
         with pytest.raises(ValueError, match="range 0"):
-            run_taken(fail_first, cuts, 2)
+            run_taken(fail_first, cuts, 2, done)
         assert sorted(done) == [3, 4, 9, 9]
 
 
