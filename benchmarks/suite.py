@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo and not {"startup", "distributed"} & (only or set()):
+    if not todo and not {"startup", "distributed", "cuboid"} & (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -217,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             report["startup"] = startup.measure(runs=10 if a.quick else 20)
         for r in report["startup"]:
             console.print(f"start-up {r['script']}: x{r['ratio_median']:.2f} of import numpy")
+    if only is None or "cuboid" in only:
+        import cuboid_model
+
+        with console.status("cuboid model: (P,Q,R) search against brute force"):
+            report["cuboid"] = cuboid_model.measure()
+        console.print(f"cuboid search: {report['cuboid']['search']['search_s'] * 1e3:.2f} ms against "
+                      f"{report['cuboid']['search']['brute_force_s']:.2f} s brute force")
     if not a.no_distributed and (only is None or "distributed" in only):
         import dist_section
 

@@ -213,3 +213,23 @@ def test_the_header_names_the_rounds_of_each_kind(tmp_path: Path) -> None:
     md = run(tmp_path, data)[0]
     assert ("9 rounds (micro-benchmarks), 9 rounds (algorithms' small size), 5 rounds (their large size), "
             "3 rounds (every SystemDS run)") in md
+
+
+def test_cuboid_section_is_labelled_model_output(tmp_path: Path) -> None:
+    """The (P,Q,R) search timing and the modelled communication (benchmarks/cuboid_model.py), from a
+    real measure() of the model: the search equals the brute force, and BFO's memory beyond the task's
+    is flagged."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import cuboid_model
+
+    data = synthetic()
+    data["cuboid"] = {"search": {"cells": 2_000_000, "search_s": 0.0017, "brute_force_s": 3.8, "search_points": 986,
+                                 "brute_force_points": 1_999_116, "pqr": [7, 3, 5], "equal": True},
+                      "rows": cuboid_model.modelled()}
+    md = run(tmp_path, data)[0]
+    sec = [v for k, v in sections(md).items() if k.startswith("FuseME's cuboid operator")][0]
+    assert "1.70 ms" in sec and "3.80 s" in sec and "same choice (7,3,5): yes" in sec and "model output" in sec
+    assert "| n x 2K x n, n=100K | 8 | (8,6,2) | (8,6,2) | 307 | 320 | 22.6 |" in sec
+    assert "| n x 2K x n, n=500K | 8 | (8,6,2) | (8,6,2) |" in sec and "16.0 (over 10) |" in sec
