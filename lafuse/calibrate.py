@@ -48,6 +48,10 @@ run slower. What each field counts, exactly:
   no background start) reports it: "importing Numba", and the one disk-cache load less a later load's
   ``CODEGEN_WARM_LOAD_TIME``. The median of three runs, not the best: a process start is exposed to
   the page cache and the scheduler as every run's is. Not measured when quick (the defaults apply).
+* ``net_bw`` [bytes/s]: a 64 MiB float64 block that one worker of a 2-worker Dask LocalCluster on
+  loopback (as lafuse starts one) fetches from the other for a task: its bytes over the task's
+  round trip, the best of three after a warm-up; the network bandwidth of paper 004's cuboid cost
+  (lafuse.cost.cuboid). Not measured when quick (starting a cluster takes seconds).
 * ``threads``: the BLAS thread count (via threadpoolctl when installed), else the CPUs this process
   may run on. Only ``blas_flops`` uses several threads; the other rates are single-threaded.
 """
@@ -292,12 +296,56 @@ def _numba_start(tmp: str, runs: int = 3) -> tuple[float, float] | None:
     return statistics.median(imports), max(first, 1e-3)
 
 
+def _block_bytes(block: Any) -> int:
+    return int(block.nbytes)
+
+
+def worker_transfer(client: Any, runs: int = 3, mib: int = 64) -> float:
+    """Bytes/s of a ``mib`` MiB block that one worker of ``client``'s cluster fetches from another for
+    a task (the best of ``runs`` after a warm-up; the task's round trip through the scheduler
+    included, ~2 ms beside ~50 ms of transfer here)."""
+    from distributed import wait  # deferred: distributed, only when measuring a cluster
+
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if len(workers) < 2:
+        raise ValueError(f"measuring a transfer between workers needs two, the cluster has {len(workers)}")
+    a, b = workers[:2]
+    best, nbytes = math.inf, 0
+    for i in range(runs + 1):
+        block = client.submit(np.full, (mib * 2**17,), float(i), workers=[a], pure=False)
+        wait([block])
+        t = time.perf_counter()
+        nbytes = client.submit(_block_bytes, block, workers=[b], allow_other_workers=False, pure=False).result()
+        dt = time.perf_counter() - t
+        del block
+        if i:
+            best = min(best, dt)
+    return nbytes / best
+
+
+def _local_worker_transfer() -> float | None:
+    """``worker_transfer`` on a LocalCluster of two single-thread worker processes on loopback, started
+    and closed here; None (the default stays) if it cannot start."""
+    import logging  # deferred: only for the cluster
+
+    try:
+        from distributed import Client, LocalCluster  # deferred: distributed (~0.5 s)
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, Client(cluster) as c:
+            return worker_transfer(c)
+    except Exception as e:  # noqa: BLE001 - a rate we could not measure keeps its default
+        print(f"lafuse: warning: could not measure the Dask workers' transfer rate ({type(e).__name__}: {e}); "
+              "the default applies", file=sys.stderr)
+        return None
+
+
 def calibrate(quick: bool = False, progress: Progress | None = None) -> HardwareProfile:
     """Measure this machine (a few seconds; ``quick`` trades accuracy for well under 3 s)."""
     steps = ["memory bandwidth", "BLAS matrix multiply", "element-wise and exp", "sparse traversal",
              "interpreter overhead", "lafuse kernels", "csv read/write", "binary read"]
     if not quick:
-        steps.append("Numba start-up")
+        steps += ["Numba start-up", "Dask worker-to-worker transfer"]
     done = 0
 
     def step(name: str) -> None:
@@ -333,6 +381,11 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
             start = _numba_start(tmp)
             if start is not None:
                 r["numba_import_time"], r["numba_first_load"] = start
+    if not quick:
+        step(steps[9])
+        net = _local_worker_transfer()
+        if net is not None:
+            r["net_bw"] = net
     if progress is not None:
         progress("done", len(steps), len(steps))
     return HardwareProfile(

@@ -32,6 +32,7 @@ DEFAULT_FIRST_TOUCH_BW = 5.0e8  # bytes/s, writing memory the process never used
 # blocks sent to the workers inside tasks, 64 blocks of 8 MB in 0.36 s (~1.4 GB/s, serialization bound)
 DASK_TASK_TIME = 1.7e-3  # s per task of a distributed instruction
 DASK_TRANSFER_BW = 1.4e9  # bytes/s, a block moved between this process and a worker
+DEFAULT_NET_BW = 1.4e9  # bytes/s, a block one Dask worker fetches from another (calibrate measured 2.9e9 on loopback here)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
 # element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;
 # they are scaled by the profiled machine's rate (cost.operators.kernel_slowdown)

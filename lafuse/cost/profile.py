@@ -46,6 +46,7 @@ class HardwareProfile:
     codegen_compile_time: float = K.DEFAULT_CODEGEN_COMPILE_TIME  # s per kernel
     numba_import_time: float = K.DEFAULT_NUMBA_IMPORT_TIME  # s, a process's import of the code generator
     numba_first_load: float = K.DEFAULT_NUMBA_FIRST_LOAD  # s, a process's first kernel load beyond a later one's
+    net_bw: float = K.DEFAULT_NET_BW  # bytes/s, a block between two Dask workers (the cuboid operators' Bn)
     threads: int = 1  # cores the rates were measured with
     source: str = "default"  # "default" or "calibrated <ISO date>"
 
