@@ -128,6 +128,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="operator fusion with generated Numba kernels (default: on)")
         r.add_argument("--fusion", choices=("cost", "fuse-all", "fuse-no-redundancy"),
                        help="fusion plan selection (default: cost)")
+        r.add_argument("--dist-fused", choices=cfgmod.CHOICES["dist_fused"], dest="dist_fused",
+                       help="distributed outer-product fused operators: cost (the cuboid operator at the "
+                            "(P,Q,R) its cost model chooses), or forced bfo (broadcast), rfo (replication), "
+                            "cfo (default: cost)")
         r.add_argument("--threads", type=_positive, metavar="N",
                        help="threads for kernels, parfor and BLAS (default: one per core)")
         r.add_argument("--exec", choices=cfgmod.CHOICES["exec_type"], dest="exec_type",
@@ -243,6 +247,7 @@ def _main(argv: list[str] | None = None) -> int:
         fusion=ns.fusion or cfg.fusion,
         threads=ns.threads or cfg.threads,
         exec_type=ns.exec_type or cfg.exec_type,
+        dist_fused=ns.dist_fused or cfg.dist_fused,
         scheduler=ns.scheduler or cfg.scheduler,
         workers=ns.workers or cfg.workers,
         worker_memory=ns.worker_memory or cfg.worker_memory,

@@ -79,6 +79,10 @@ class Config:
     # a distributed product's strategy forced (plan.mmstrategy.METHODS: tsmm, mapmmchain, mapmm_l, mapmm_r,
     # zipmm, cpmm, rmm) where it applies to the product's shape, else SystemDS's rules; none: the rules
     mm_method: str | None = None
+    # a distributed outer-product fused operator's kind (plan.fusedstrategy, paper 004): "cost" chooses the
+    # cuboid operator's (P, Q, R) by its cost model; "bfo" broadcasts U and V to one task per worker, "rfo"
+    # replicates them to a task per block of X, "cfo" is the cuboid operator at the searched (P, Q, R)
+    dist_fused: str = "cost"
     # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own
@@ -124,6 +128,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "fusion": ("cost", "fuse-all", "fuse-no-redundancy"),
     "codegen_backend": ("numba", "reference"),
     "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
+    "dist_fused": ("cost", "bfo", "rfo", "cfo"),  # (plan.fusedstrategy.KINDS)
     "mm_method": (None, "tsmm", "mapmmchain", "mapmm_l", "mapmm_r", "zipmm", "cpmm", "rmm"),  # (mmstrategy.METHODS)
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),

@@ -322,6 +322,32 @@ def postorder(plan: CPlan) -> list[CNode]:
 DENSE_ACCESS = frozenset((ROWVEC, COLVEC, MATRIX, OUTER_U, OUTER_V))
 
 
+def split_outer(plan: CPlan) -> tuple[CPlan, CPlan]:
+    """An outer plan as its two halves, for an operator that splits the product's inner dimension
+    (paper 004's cuboids with R > 1): the product alone (``uv`` at the main input's non-zeros, whose
+    partial results over pieces of the inner dimension add up), and the plan with ``uv`` read from a
+    new CELL input at position ``plan.ninputs`` (the summed product). Both keep the input positions."""
+    prod = next(n for n in postorder(plan) if n.op == "uv")
+    s = CNode("input", arg=plan.ninputs, access=CELL)
+    memo: dict[int, CNode] = {}
+
+    def swap(n: CNode) -> CNode:
+        if n.op == "uv":
+            return s
+        if id(n) not in memo:
+            memo[id(n)] = CNode(n.op, tuple(swap(c) for c in n.children), n.arg, n.access) if n.children else n
+        return memo[id(n)]
+
+    main = next(n for n in postorder(plan) if n.op == "input" and n.access == MAIN)
+    # (times X != 0, which is 1 wherever the template computes a cell: the kernel iterates its main input,
+    # which a node must read)
+    mm_half = CPlan("outer", CNode("*", (prod, CNode("!=", (main, CNode("literal", arg=0.0))))),
+                    agg=NO_AGG, sparse_safe=True, ninputs=plan.ninputs)
+    rest = CPlan(plan.template, swap(plan.root), agg=plan.agg, agg_op=plan.agg_op, sparse_safe=plan.sparse_safe,
+                 ninputs=plan.ninputs + 1, root2=None if plan.root2 is None else swap(plan.root2), mm=plan.mm)
+    return mm_half, rest
+
+
 def dense_inputs(plan: CPlan) -> set[int]:
     """Input positions the fused kernel reads only as dense arrays: those of DENSE_ACCESS and the outer
     template's ``mm`` matrix. Why the plan asks: a CSR value there is densified on every call, which

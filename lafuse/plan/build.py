@@ -20,7 +20,7 @@ from lafuse.hops.patterns import (
 )
 from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
-from lafuse.plan import exectype, mmstrategy
+from lafuse.plan import exectype, fusedstrategy, mmstrategy
 from lafuse.plan.instructions import DASK, LOCAL, Instruction, Plan
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
@@ -180,6 +180,8 @@ def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:
     ins.block = cluster.block_size
     if ins.hop.kind == "matmult" or ins.chain is not None:
         ins.method = mmstrategy.choose(ins, cluster)
+    elif ins.cplan is not None and ins.cplan.template == "outer":
+        ins.dist = fusedstrategy.choose(ins, cluster)
 
 
 def _cells(h: Hop) -> float:

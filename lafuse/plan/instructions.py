@@ -32,6 +32,7 @@ class Instruction:
     pattern: Any = None  # a sampled sum's description (hops.patterns.SampledSum: its operators and sides)
     method: str | None = None  # a distributed product's strategy (plan.mmstrategy: rmm, cpmm, mapmm_l, ...)
     block: int = 0  # a distributed instruction's block size (rows and columns)
+    dist: Any = None  # a distributed outer fused operator's kind and (P,Q,R) (plan.fusedstrategy.FusedChoice)
     need: float = -1.0  # bytes the operation holds (output and distinct inputs; -1 unknown)
     over_budget: bool = False  # need exceeds the memory budget: the instruction stops with an error
     est: float | None = None  # cost-model estimate in seconds (computed on first use by --stats)
@@ -59,6 +60,8 @@ class Instruction:
         line = f"{_EXEC_LABEL[self.exec_type]} {self.method or self.opcode}{extra} {ins} -> _r{self.out} {size}"
         if self.block:
             line += f" blocks({self.block})"
+        if self.dist is not None:
+            line += f" {self.dist}"
         if fmts is None:
             return line
         ins_f = [fmts[a] or "?" for a in self.args if a in fmts]

@@ -167,6 +167,27 @@ def paste(h: int, w: int, *pieces: tuple[Any, ...]) -> Any:
     return choose_format(out)
 
 
+def grid(nrb: int, ncb: int, *blocks: Any) -> Any:
+    """One matrix of ``nrb x ncb`` blocks given row by row (a cuboid operator's piece), sparse where
+    the local rule says (``assemble``)."""
+    return assemble({(i, j): blocks[i * ncb + j] for i in range(nrb) for j in range(ncb)}, nrb, ncb)
+
+
+def cut(x: Any, r0: int, r1: int, c0: int, c1: int) -> Any:
+    """Rows r0:r1 and columns c0:c1 of ``x`` as a block of its own (sparse stays sparse)."""
+    b = x[r0:r1, c0:c1]
+    return choose_format(sp.csr_array(b) if is_sparse(x) else np.array(b, dtype=np.float64))
+
+
+def run_plan_rows(plan: Any, reference: bool, rows: tuple[tuple[int, int, int], ...], *inputs: Any) -> Any:
+    """``run_plan`` after taking rows r0:r1 of the inputs at the positions ``rows`` lists as (position,
+    r0, r1): a broadcast operator's task receives U and V whole and reads its own rows."""
+    args = list(inputs)
+    for pos, r0, r1 in rows:
+        args[pos] = args[pos][r0:r1]
+    return run_plan(plan, reference, *args)
+
+
 def mm_sum(*pairs: Any) -> Any:
     """sum over k of A[i, k] %*% B[k, j], for ``pairs`` = A[i, 0], B[0, j], A[i, 1], B[1, j], ..."""
     mm: Callable[[Any, Any], Any] = KERNELS["%*%"]

@@ -9,8 +9,10 @@ block's rows or columns where the template reads them so, broadcast whole where 
 - Row: one task per row block of the main input with whole rows (a row panel: the column blocks
   pasted, when there are several); a whole-matrix or row-vector side input is assembled once and
   shared by every task. Column aggregates (also ``t(X) %*% w`` forms) add the row blocks' partials.
-- Outer: one task per block (i, j) of the sparse main input with U's row panel i and V's row panel
-  j; ``W %*% mm`` adds its partials over j, ``t(W) %*% mm`` over i.
+- Outer: the operator plan.fusedstrategy chose: the broadcast and cuboid ones in
+  runtime.dask.fused_outer; the replicating one here, one task per block (i, j) of the sparse main
+  input with U's row panel i and V's row panel j; ``W %*% mm`` adds its partials over j,
+  ``t(W) %*% mm`` over i.
 
 Each task runs the same kernel the local runtime runs (runtime.local.fused, compiled once per
 worker process and plan), so a block's values are the local kernel's on that block.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lafuse.hops import cplan as C
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask import blocks as B
+from lafuse.runtime.dask import fused_outer
 from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.dask.ops import tree
 
@@ -37,7 +40,7 @@ _COMBINE = {"sum": "+", "sumsq": "+", "min": "min", "max": "max"}
 def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
     if ins.hop.kind != "spoof":
         return None
-    return functools.partial(run, be, ins.cplan, be.cfg.codegen_backend == "reference", ins.hop.cols)
+    return functools.partial(run, be, ins.cplan, be.cfg.codegen_backend == "reference", ins.hop.cols, ins.dist)
 
 
 def accesses(plan: C.CPlan) -> dict[int, set[str]]:
@@ -50,14 +53,17 @@ def accesses(plan: C.CPlan) -> dict[int, set[str]]:
     return out
 
 
-def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, *args: Any) -> Any:
-    """``cols``: the result's columns (a row plan's unaggregated result)."""
+def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *args: Any) -> Any:
+    """``cols``: the result's columns (a row plan's unaggregated result); ``dist``: an outer plan's
+    operator (plan.fusedstrategy.FusedChoice; None or ``rfo``: a task per block of X, here)."""
     acc = {p: next(iter(a)) for p, a in accesses(plan).items()}
     main = args[0]
     if plan.template in ("cell", "magg"):
         return _cell(be, plan, reference, acc, main, args)
     if plan.template == "row":
         return _row(be, plan, reference, acc, main, args, cols)
+    if dist is not None and dist.kind != "rfo" and isinstance(main, Blocked):
+        return fused_outer.run(be, plan, reference, acc, main, args, dist)
     return _outer(be, plan, reference, acc, main, args)
 
 
