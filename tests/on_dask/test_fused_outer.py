@@ -84,3 +84,13 @@ def test_every_forced_cuboid_split_equals_the_local_run(dask_scheduler, local, p
     cfg = _cfg(dask_scheduler)
     _check(run_dml(SCRIPT, outputs=OUTPUTS, cfg=cfg, out=io.StringIO()), local["numba"])
     assert ran == [pqr] * 4
+
+
+def test_stats_show_each_operators_estimated_and_measured_bytes(dask_scheduler, local):
+    out = io.StringIO()
+    cfg = _cfg(dask_scheduler, stats=True)
+    _check(run_dml(SCRIPT, outputs=OUTPUTS, cfg=cfg, out=out), local["numba"])
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("Dask fused operators"))
+    entries = re.findall(r"(\w+) cfo\((\d+),(\d+),(\d+)\) ([\d.e+-]+) / ([\d.e+-]+)", line)
+    assert sorted(e[0] for e in entries) == ["full_agg", "left_mm", "no_agg", "right_mm"], line
+    assert all(float(e[4]) > 0 and float(e[5]) >= 0 for e in entries), line

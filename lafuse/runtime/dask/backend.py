@@ -51,6 +51,9 @@ class DaskCounters:
     labels: dict[str, str] = field(default_factory=dict)  # task-key prefix -> operator label
     monitor: Any = field(default=None, repr=False)
     _report: Any = field(default=None, repr=False)
+    # distributed outer fused operators (--stats): (operator and its choice, estimated bytes the model
+    # moves incl. the partial products' shuffle, bytes the workers measured moving between them)
+    fused: list[tuple[str, float, int]] = field(default_factory=list)
 
     def workers(self) -> monitor.WorkerReport | None:
         """The workers' side of the run (once: later calls return the same numbers)."""
@@ -81,6 +84,9 @@ class DaskCounters:
             ops = sorted(set(secs) | set(self.by_op), key=lambda op: (-secs.get(op, 0.0), op))
             out.append("Dask worker time by operator: " + ", ".join(
                 f"{op} {secs.get(op, 0.0):.3f} sec. ({self.by_op.get(op, 0)} tasks)" for op in ops))
+        if self.fused:
+            out.append("Dask fused operators, MiB moved between workers estimated / measured: " + ", ".join(
+                f"{what} {est / 2**20:.3g} / {got / 2**20:.3g}" for what, est, got in self.fused))
         return out
 
 
@@ -236,6 +242,17 @@ class DaskBackend:
         """A future's value in this process (a scalar control flow may steer on), waited on as
         :meth:`gather` waits."""
         return self.gather([future])[0]
+
+    def wait_all(self, futures: list[Any]) -> None:
+        """Wait until ``futures`` finished, as :meth:`gather` waits, without fetching them."""
+        c = self.client()
+        try:
+            self._wait(c, futures)
+        except Exception as e:  # noqa: BLE001 - as gather translates a failure
+            err = self._failure(c, e)
+            if err is None:
+                raise
+            raise err from None
 
     def gather(self, futures: list[Any]) -> list[Any]:
         """The values of ``futures`` in this process. Waits in polls (Ctrl-C, the progress line, a

@@ -63,8 +63,8 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
     if plan.template == "row":
         return _row(be, plan, reference, acc, main, args, cols)
     if dist is not None and dist.kind != "rfo" and isinstance(main, Blocked):
-        return fused_outer.run(be, plan, reference, acc, main, args, dist)
-    return _outer(be, plan, reference, acc, main, args)
+        return fused_outer.measured(be, plan, dist, lambda: fused_outer.run(be, plan, reference, acc, main, args, dist))
+    return fused_outer.measured(be, plan, dist, lambda: _outer(be, plan, reference, acc, main, args))
 
 
 class _Shared:

@@ -13,10 +13,12 @@ sums added in a fixed order (pieces, then k-groups), so a value never depends on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lafuse.hops import cplan as C
 from lafuse.runtime.dask import blocks as B
+from lafuse.runtime.dask import monitor
 from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.dask.ops import tree
 
@@ -106,6 +108,22 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
 
     res = {(p, q): task(p, q) for p in range(len(rc) - 1) for q in range(len(cc) - 1)}
     return _assemble(be, plan, main, res, rc, cc, int(args[plan.mm].cols) if plan.mm >= 0 else 0)
+
+
+def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, compute: Callable[[], Any]) -> Any:
+    """``compute()``, and under ``--stats`` the bytes the workers moved between them while it ran
+    beside the model's estimate (``DaskCounters.fused``): the operator is waited for, so nothing
+    else runs on the cluster meanwhile."""
+    if not be.cfg.stats or choice is None:
+        return compute()
+    c = be.client()
+    before = monitor.safe(lambda: c.run(monitor.worker_counters), {})
+    out = compute()
+    be.wait_all(list(out.blocks.values()) if isinstance(out, Blocked) else [])
+    after = monitor.safe(lambda: c.run(monitor.worker_counters), {})
+    moved = monitor.between(before, after, monitor.safe(lambda: c.scheduler.address, None), 0).moved_bytes
+    be.counters.fused.append((f"{plan.agg} {choice}".split(" net=")[0], choice.net + choice.shuffle, moved))
+    return out
 
 
 def _assemble(be: DaskBackend, plan: C.CPlan, main: Blocked, res: dict[tuple[int, int], Any], rc: list[int],

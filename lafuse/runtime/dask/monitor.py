@@ -119,25 +119,32 @@ class Monitor:
         the workers size it (for a log that overflowed)."""
         after = safe(lambda: self.client.run(worker_counters), {})
         times = safe(lambda: self.client.run_on_scheduler(prefix_times), {})
-        r = WorkerReport()
-        out_bytes = 0
-        for addr, a in after.items():
-            b = self.before.get(addr, {"out_bytes": 0, "out_count": 0, "spilled": 0, "unspilled": 0})
-            n = a["out_count"] - b["out_count"]
-            out_bytes += a["out_bytes"] - b["out_bytes"]
-            r.spilled_bytes += a["spilled"] - b["spilled"]
-            r.unspilled_bytes += a["unspilled"] - b["unspilled"]
-            if n > len(a["log"]):
-                r.exact = False
-            run = a["log"][len(a["log"]) - n:] if n > 0 else []
-            for who, nbytes in run:
-                if who is not None and who != self.scheduler:  # (a gather of this process: no address)
-                    r.moved_bytes += nbytes
-                    r.transfers += 1
-        if not r.exact:
-            r.moved_bytes = max(0, out_bytes - gathered_sizeof)
+        r = between(self.before, after, self.scheduler, gathered_sizeof)
         r.seconds = {k: v - self.times.get(k, 0.0) for k, v in times.items() if v - self.times.get(k, 0.0) > 0}
         return r
+
+
+def between(before: dict[str, Any], after: dict[str, Any], scheduler: Any, gathered_sizeof: int) -> WorkerReport:
+    """The workers' counters ``after`` less ``before`` (worker_counters of each): bytes one worker
+    sent another, spilled and read-back bytes."""
+    r = WorkerReport()
+    out_bytes = 0
+    for addr, a in after.items():
+        b = before.get(addr, {"out_bytes": 0, "out_count": 0, "spilled": 0, "unspilled": 0})
+        n = a["out_count"] - b["out_count"]
+        out_bytes += a["out_bytes"] - b["out_bytes"]
+        r.spilled_bytes += a["spilled"] - b["spilled"]
+        r.unspilled_bytes += a["unspilled"] - b["unspilled"]
+        if n > len(a["log"]):
+            r.exact = False
+        run = a["log"][len(a["log"]) - n:] if n > 0 else []
+        for who, nbytes in run:
+            if who is not None and who != scheduler:  # (a gather of this process: no address)
+                r.moved_bytes += nbytes
+                r.transfers += 1
+    if not r.exact:
+        r.moved_bytes = max(0, out_bytes - gathered_sizeof)
+    return r
 
 
 def safe(fn: Any, default: Any) -> Any:
