@@ -86,11 +86,16 @@ def test_every_forced_cuboid_split_equals_the_local_run(dask_scheduler, local, p
     assert ran == [pqr] * 4
 
 
-def test_stats_show_each_operators_estimated_and_measured_bytes(dask_scheduler, local):
-    out = io.StringIO()
-    cfg = _cfg(dask_scheduler, stats=True)
-    _check(run_dml(SCRIPT, outputs=OUTPUTS, cfg=cfg, out=out), local["numba"])
-    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("Dask fused operators"))
+def test_stats_show_each_operators_estimated_and_measured_bytes(dask_scheduler, tmp_path, capsys):
+    from lafuse.cli import main
+
+    (tmp_path / "s.dml").write_text(SCRIPT + "print(o1)\nprint(sum(o2) + sum(o3))\nprint(as.scalar(o4[3, 4]))\n")
+    (tmp_path / "c.json").write_text('{"block_size": 7, "background": false}')
+    rc = main(["run", str(tmp_path / "s.dml"), "--config", str(tmp_path / "c.json"), "--exec", "dask",
+               "--scheduler", dask_scheduler, "--fusion", "fuse-all", "--stats"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("Dask fused operators"))
     entries = re.findall(r"(\w+) cfo\((\d+),(\d+),(\d+)\) ([\d.e+-]+) / ([\d.e+-]+)", line)
     assert sorted(e[0] for e in entries) == ["full_agg", "left_mm", "no_agg", "right_mm"], line
     assert all(float(e[4]) > 0 and float(e[5]) >= 0 for e in entries), line
