@@ -18,7 +18,7 @@ broadcast one (BFO) does, (I, J, 1) what the replicating one (RFO) does (paper 0
 * ``cost``: max(net / (N Bn), com / (N Bc)) (Eq. 2): communication and computation overlap.
 
 A space may itself hold a matrix multiplication (Alg. 1 line 3-5): its own model, whose output is
-the space's plane. Our reading of the recursion's c': the nested product's output is split as the
+the space's plane (beside the space's other operators and inputs, which count as well). Our reading of the recursion's c': the nested product's output is split as the
 plane is (L: P x R, R: Q x R, O: P x Q) and its inner dimension stays whole in a task, so the nested
 model runs at (a, b, 1); every replica of the space (Q, P or R of them) reads and computes it again,
 so its bytes and operations count once per replica (the per-task memory does not).
@@ -48,8 +48,11 @@ INFEASIBLE = math.inf
 class Space:
     """One of the L-, R- or O-spaces of a fused operator: the matrices it reads from outside
     (``inputs``, sizes), the other matrices it materializes in a task (``outputs``, sizes: the fused
-    operator's result in the O-space), the floating point operations of its operators (``ops``), or,
-    instead of all of these, a matrix multiplication of its own (``nested``)."""
+    operator's result in the O-space), the floating point operations of its operators (``ops``), and
+    a matrix multiplication of its own (``nested``: its model, whose output is the space's plane).
+    Alg. 1 has a space hold either a product or plain operators; a plan generator's space may hold
+    both (the O-space of GNMF's ``U * (t(V) %*% X) / (G %*% U)`` reads U beside the product
+    ``G %*% U``), so both count."""
 
     inputs: tuple[float, ...] = ()
     outputs: tuple[float, ...] = ()
@@ -125,8 +128,7 @@ def mem_est(c: Cuboid, m: Model) -> float:
     for s, (a, b), _rep in _spaces(c, m):
         if s.nested is not None:
             total += mem_est((a, b, 1), s.nested)
-        else:
-            total += (sum(s.inputs) + sum(s.outputs)) / (a * b)
+        total += (sum(s.inputs) + sum(s.outputs)) / (a * b)
     return total
 
 
@@ -136,8 +138,7 @@ def net_est(c: Cuboid, m: Model) -> float:
     for s, (a, b), rep in _spaces(c, m):
         if s.nested is not None:
             total += rep * net_est((a, b, 1), s.nested)
-        else:
-            total += rep * sum(s.inputs)
+        total += rep * sum(s.inputs)
     return total
 
 
@@ -145,7 +146,7 @@ def com_est(c: Cuboid, m: Model) -> float:
     """Operations of all tasks together (Eq. 5)."""
     total = m.mm_ops
     for s, (a, b), rep in _spaces(c, m):
-        total += rep * (com_est((a, b, 1), s.nested) if s.nested is not None else s.ops)
+        total += rep * ((com_est((a, b, 1), s.nested) if s.nested is not None else 0.0) + s.ops)
     return total
 
 
@@ -242,9 +243,8 @@ def bfo_memory(m: Model, tasks: int) -> float:
     """Memory of one task of the broadcast operator: all of the L- and R-spaces' matrices, the
     O-space's share (paper 004 Table 1: |X| / T + |U| + |V| + |O| / T)."""
     def share(s: Space, parts: int) -> float:
-        if s.nested is not None:
-            return mem_est((parts, 1, 1), s.nested)
-        return (sum(s.inputs) + sum(s.outputs)) / parts
+        nested = mem_est((parts, 1, 1), s.nested) if s.nested is not None else 0.0
+        return nested + (sum(s.inputs) + sum(s.outputs)) / parts
 
     return share(m.L, 1) + share(m.R, 1) + share(m.O, tasks)
 

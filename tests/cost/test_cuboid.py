@@ -49,10 +49,9 @@ def test_the_papers_published_parameters_come_out(dims, published):
 
 def _space(draw, depth: int) -> cb.Space:
     size = st.floats(0, 1e6, allow_nan=False)
-    if depth > 0 and draw(st.booleans()):
-        return cb.Space(nested=_model(draw, depth - 1))
+    nested = _model(draw, depth - 1) if depth > 0 and draw(st.booleans()) else None
     return cb.Space(inputs=tuple(draw(st.lists(size, max_size=2))), outputs=tuple(draw(st.lists(size, max_size=1))),
-                    ops=draw(size))
+                    ops=draw(size), nested=nested)
 
 
 def _model(draw, depth: int) -> cb.Model:
