@@ -76,6 +76,16 @@ SYSTEMS = ("lafuse-local", "lafuse-hybrid", "lafuse-dask", "dask-array", "sds-sp
 SYSTEM_LABELS = {"lafuse-local": "lafuse local", "lafuse-hybrid": "lafuse on Dask (auto)",
                  "lafuse-dask": "lafuse --exec dask", "dask-array": "dask.array",
                  "sds-spark": "SystemDS -exec spark", "sds-hybrid": "SystemDS -exec hybrid"}
+# paper 004's operators for an outer-product fused plan, each forced (--exec dask --fusion fuse-all
+# --dist-fused KIND), and the unfused plan on Dask (--no-codegen): on the workloads of FUSEME_KEYS
+FUSEME_SYSTEMS = {"lafuse-cost": ("--fusion", "fuse-all", "--dist-fused", "cost"),
+                  "lafuse-bfo": ("--fusion", "fuse-all", "--dist-fused", "bfo"),
+                  "lafuse-rfo": ("--fusion", "fuse-all", "--dist-fused", "rfo"),
+                  "lafuse-cfo": ("--fusion", "fuse-all", "--dist-fused", "cfo"),
+                  "lafuse-unfused": ("--no-codegen",)}
+FUSEME_KEYS = ("outer-log",)
+SYSTEM_LABELS.update({"lafuse-cost": "lafuse cost-chosen", "lafuse-bfo": "lafuse BFO", "lafuse-rfo": "lafuse RFO", "lafuse-cfo": "lafuse CFO",
+                      "lafuse-unfused": "lafuse unfused on Dask"})
 MINE = "lafuse-hybrid"  # the goal's column: lafuse on a cluster as a user runs it (--exec auto)
 # --exec dask against the systems that run everything distributed too
 FORCED_AGAINST = ("sds-spark", "dask-array")
@@ -435,8 +445,8 @@ def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: st
     nv = [f"{k}={ds.lafuse_files[k]}" for k in w.inputs]
     base = [sys.executable, "-m", "lafuse", "run", str(script), "--config", str(cfg)]
     on_dask = system != "lafuse-local"
-    if system == "lafuse-dask":
-        base += ["--exec", "dask"]
+    if system == "lafuse-dask" or system in FUSEME_SYSTEMS:
+        base += ["--exec", "dask", *FUSEME_SYSTEMS.get(system, ())]
     elif system == "lafuse-hybrid":
         base += ["--exec", "auto", "--local-memory", local_memory]
     if on_dask:
@@ -454,6 +464,10 @@ def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: st
     if m:  # what lafuse itself sent and fetched (the workers' counters see neither)
         r.counts_extra = {"submitted": float(m.group(1)), "scattered_bytes": float(m.group(3)) * 2 ** 20,
                           "gathered_bytes": float(m.group(5)) * 2 ** 20}
+    f = re.search(r"Dask fused operators, MiB moved between workers estimated / measured: \w+ (\w+\(\d+,\d+,\d+\)) "
+                  r"([\d.e+-]+) / ([\d.e+-]+)", out)
+    if f:  # the first fused operator's kind, (P,Q,R) and the model's bytes (per execution)
+        r.counts_extra.update(operator=f.group(1), model_bytes=float(f.group(2)) * 2 ** 20)
     return _from_output(r, out, err, rc)
 
 
@@ -551,6 +565,36 @@ def verdict(row: dict[str, Any], mine: str = MINE, against: tuple[str, ...] = ("
     return text
 
 
+def fuseme_verdict(row: dict[str, Any]) -> str:
+    """Paper 004's goals on a row: CFO moves no more bytes between workers than min(BFO, RFO); the
+    cost-chosen operator is within 10% of the fastest forced one; every forced operator is faster
+    than SystemDS -exec spark."""
+    sy = row.get("systems") or {}
+
+    def moved(k: str) -> float | None:
+        return ((sy.get(k) or {}).get("counts") or {}).get("moved_bytes")
+
+    def t(k: str) -> float | None:
+        return (sy.get(k) or {}).get("time")
+
+    missed = []
+    b, r, c = moved("lafuse-bfo"), moved("lafuse-rfo"), moved("lafuse-cfo")
+    if b is not None and r is not None and c is not None and c > min(b, r):
+        missed.append(f"CFO moved {c / 2**20:.3g} MiB > min(BFO, RFO) {min(b, r) / 2**20:.3g} MiB")
+    forced = {k: t(k) for k in ("lafuse-bfo", "lafuse-rfo", "lafuse-cfo")}
+    best = min((v for v in forced.values() if v is not None), default=None)
+    chosen = t("lafuse-cost")
+    if best is not None and chosen is not None and chosen > 1.1 * best:
+        missed.append(f"cost-chosen {chosen / best:.2f}x the fastest forced operator")
+    spark = t("sds-spark")
+    for k, mine in forced.items():
+        if mine is None:
+            missed.append(f"{SYSTEM_LABELS[k]} failed")
+        elif spark is not None and mine >= spark:
+            missed.append(f"{SYSTEM_LABELS[k]} {mine / spark:.2f}x SystemDS -exec spark")
+    return "met" if not missed else "missed: " + "; ".join(missed)
+
+
 def _heap_size(heap: str) -> str:
     """A JVM heap (``512m``, ``1g``) in Dask's notation (``512MiB``): the JVM's units are binary."""
     units = {"k": "KiB", "m": "MiB", "g": "GiB"}
@@ -616,7 +660,7 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                                        "shape_str": ds.shape_str(list(w.inputs)), "systems": {}}
                 row["working_set_x_limit"] = row["working_set_bytes"] / section["memory_limit_bytes"]
                 results: dict[str, Result] = {}
-                for system in SYSTEMS:
+                for system in (*SYSTEMS, *(FUSEME_SYSTEMS if w.key in FUSEME_KEYS else ())):
                     progress(f"{w.key} {size}: {SYSTEM_LABELS[system]}")
                     if system.startswith("sds") and runner is None:
                         results[system] = Result(system, skipped=sds_note)
@@ -631,7 +675,7 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                     before = counters(client)
                     if system == "lafuse-local":
                         r = run_lafuse(script, ds, w, tmp, system, "", "", timeout)
-                    elif system in ("lafuse-hybrid", "lafuse-dask"):
+                    elif system in ("lafuse-hybrid", "lafuse-dask", *FUSEME_SYSTEMS):
                         r = run_lafuse(script, ds, w, tmp, system, cluster.scheduler_address,
                                        _heap_size(sds_heaps[1]), timeout)
                     elif system == "dask-array":
@@ -639,7 +683,7 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                     else:
                         mode = system.split("-")[1]
                         r = run_sds(runner, script, ds, mode, sds_heaps[0 if mode == "spark" else 1], tmp, timeout)
-                    if system in ("lafuse-hybrid", "lafuse-dask", "dask-array"):
+                    if system in ("lafuse-hybrid", "lafuse-dask", "dask-array", *FUSEME_SYSTEMS):
                         settle(client)
                         r.counts = {**delta(before, counters(client)), **r.counts_extra}
                     r.counts = _per_run(r.counts, inner)
@@ -659,6 +703,8 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                         r.check = "ok" if rd <= REL_TOL else f"MISMATCH rel {rd:.1e}"
                     row["systems"][r.system] = r.summary()
                 row["verdict"] = verdict(row)
+                if w.key in FUSEME_KEYS:
+                    row["verdict_fuseme"] = fuseme_verdict(row)
                 row["verdict_forced"] = verdict(row, "lafuse-dask", FORCED_AGAINST, near_local=False)
                 row["seconds"] = time.perf_counter() - t_row
                 row["data_seconds"] = t_data

@@ -71,3 +71,20 @@ def test_verdict_names_each_missed_goal() -> None:
     assert db.verdict(row) == "met"  # it did not finish in 150 s, lafuse on Dask took 3
     row["systems"]["lafuse-hybrid"] = e(None, "ERROR: x")
     assert db.verdict(row).startswith("missed: lafuse on Dask (auto) failed")
+
+
+def test_fuseme_verdict_names_each_missed_goal() -> None:
+    def row(**systems):
+        return {"systems": {k: {"time": t, "counts": {"moved_bytes": b}} for k, (t, b) in systems.items()}}
+
+    ok = row(**{"lafuse-cost": (1.05, 5), "lafuse-bfo": (1.0, 9), "lafuse-rfo": (2.0, 7), "lafuse-cfo": (1.2, 5),
+                "sds-spark": (3.0, None)})
+    assert db.fuseme_verdict(ok) == "met"
+    bad = row(**{"lafuse-cost": (1.5, 5), "lafuse-bfo": (1.0, 9), "lafuse-rfo": (4.0, 2 * 2**20),
+                 "lafuse-cfo": (1.2, 3 * 2**20), "sds-spark": (3.0, None)})
+    got = db.fuseme_verdict(bad)
+    assert got.startswith("missed: ")
+    assert "CFO moved 3 MiB > min(BFO, RFO) 8.58e-06 MiB" in got and "cost-chosen 1.50x the fastest forced operator" in got
+    assert "lafuse RFO 1.33x SystemDS -exec spark" in got
+    bad["systems"]["lafuse-bfo"]["time"] = None
+    assert "lafuse BFO failed" in db.fuseme_verdict(bad)
