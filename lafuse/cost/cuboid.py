@@ -38,8 +38,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from lafuse.cost.profile import HardwareProfile
+if TYPE_CHECKING:
+    from lafuse.cost.profile import HardwareProfile
 
 INFEASIBLE = math.inf
 

@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lafuse import config as cfgmod
-from lafuse.cost import cuboid
-from lafuse.cost import profile as cost_profile
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import Hop
 from lafuse.hops.sizes import output_bytes
 from lafuse.plan.instructions import Instruction
 
 if TYPE_CHECKING:
+    from lafuse.cost import cuboid
     from lafuse.plan.exectype import ClusterShape
 
 KINDS = ("bfo", "rfo", "cfo")  # (Config's CHOICES["dist_fused"] adds "cost")
@@ -66,6 +65,8 @@ def _bytes(h: Hop) -> float:
 def model(ins: Instruction, bs: int) -> cuboid.Model | None:
     """The cuboid model of an outer plan's instruction (sizes in bytes, worst case where unknown);
     None for any other instruction or unknown dimensions."""
+    from lafuse.cost import cuboid  # deferred: the cost model, only for a distributed outer plan
+
     plan = ins.cplan
     if plan is None or plan.template != "outer":
         return None
@@ -103,6 +104,9 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
     m = model(ins, cluster.block_size)
     if m is None:
         return None
+    from lafuse.cost import cuboid  # deferred: see model
+    from lafuse.cost import profile as cost_profile
+
     forced = cfgmod.get().dist_fused
     cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes)
     tasks = cl.nodes * cl.tasks_per_node
