@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from lafuse.cost import cuboid
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.program import Dag
-from lafuse.hops.sizes import output_bytes
+from lafuse.hops.sizes import value_bytes
 
 KINDS = frozenset(("binary", "unary", "matmult", "reorg", "ternary", "nary", "agg_unary"))
 
@@ -120,13 +120,6 @@ def _adjacent(F: dict[int, Hop], top: bool, work: dict[int, Hop], cons: dict[int
     return [found[k] for k in sorted(found)]
 
 
-def _bytes(h: Hop) -> float:
-    if h.dt != MATRIX:
-        return 8.0
-    nnz = h.nnz if h.nnz >= 0 else max(h.rows, 0) * max(h.cols, 0)
-    return max(0.0, output_bytes(h.rows, h.cols, nnz))
-
-
 def _cells(h: Hop) -> float:
     if h.dt != MATRIX:
         return 1.0
@@ -172,12 +165,12 @@ def model(F: dict[int, Hop], main: Hop, bs: int, cons: dict[int, list[Hop]] | No
             for c in u.inputs:
                 if c.id not in F and c.id not in flow and c.dt == MATRIX:
                     inputs[c.id] = c
-        return cuboid.Space(inputs=tuple(_bytes(c) for c in inputs.values()), outputs=outputs,
+        return cuboid.Space(inputs=tuple(value_bytes(c) for c in inputs.values()), outputs=outputs,
                             ops=sum(_cells(u) for u in members.values()), nested=nested)
 
     results: tuple[float, ...] = ()
     if cons is not None:  # F's results read outside it: materialized in the O-space
-        results = tuple(_bytes(u) for u in F.values() if any(p.id not in F for p in cons.get(u.id, ())))
+        results = tuple(value_bytes(u) for u in F.values() if any(p.id not in F for p in cons.get(u.id, ())))
     k = max(a.cols, 0)
     sparse = min(_cells(a) / max(1.0, float(max(a.rows, 0) * k)), _cells(b) / max(1.0, float(k * max(b.cols, 0))))
     return cuboid.Model(I=_blocks(main.rows, bs), J=_blocks(main.cols, bs), K=_blocks(k, bs),
@@ -185,7 +178,7 @@ def model(F: dict[int, Hop], main: Hop, bs: int, cons: dict[int, list[Hop]] | No
                         R=space(right, (k, max(b.cols, 0)), b if b.id not in F else None),
                         O=space(rest, (max(main.rows, 0), max(main.cols, 0)), None, results),
                         mm_ops=2.0 * max(main.rows, 0) * max(main.cols, 0) * k * min(1.0, sparse),
-                        mm_out=_bytes(main))
+                        mm_out=value_bytes(main))
 
 
 def nested_ids(members: dict[int, Hop], inner: Hop) -> set[int]:

@@ -387,6 +387,15 @@ def output_bytes(rows: int, cols: int, nnz: int) -> float:
     return format_bytes(default_format(rows, cols, nnz), rows, cols, nnz)
 
 
+def value_bytes(h: Hop) -> float:
+    """Bytes of ``h``'s value as a cost model counts an operand: a matrix in the format the rule
+    gives it (dense where its non-zeros are unknown: the worst case), 0 when its dims are unknown;
+    8 for anything else (a scalar)."""
+    if h.dt != MATRIX:
+        return 8.0
+    return max(0.0, output_bytes(h.rows, h.cols, h.nnz))
+
+
 def _memory(h: Hop) -> None:
     if h.dt != MATRIX:
         h.out_mem = 8.0 if h.dt == SCALAR else -1.0

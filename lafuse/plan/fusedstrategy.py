@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 
 from lafuse import config as cfgmod
 from lafuse.hops import cplan as C
-from lafuse.hops.hop import Hop
-from lafuse.hops.sizes import output_bytes
+from lafuse.hops.sizes import output_bytes, value_bytes
 from lafuse.plan.instructions import Instruction
 
 if TYPE_CHECKING:
@@ -57,11 +56,6 @@ class FusedChoice:
                 + f" mem={self.memory / 2**20:.3g}MiB/task cost={cost}")
 
 
-def _bytes(h: Hop) -> float:
-    nnz = h.nnz if h.nnz >= 0 else h.rows * h.cols
-    return max(0.0, output_bytes(h.rows, h.cols, nnz))
-
-
 def model(ins: Instruction, bs: int) -> cuboid.Model | None:
     """The cuboid model of an outer plan's instruction (sizes in bytes, worst case where unknown);
     None for any other instruction or unknown dimensions."""
@@ -77,15 +71,15 @@ def model(ins: Instruction, bs: int) -> cuboid.Model | None:
         return None
     X, U, V = (inputs[pos[a]] for a in (C.MAIN, C.OUTER_U, C.OUTER_V))
     nnz = float(X.nnz if X.nnz >= 0 else X.rows * X.cols)
-    left: list[float] = [_bytes(U)]
-    right: list[float] = [_bytes(V)]
-    cells: list[float] = [_bytes(X)]
+    left: list[float] = [value_bytes(U)]
+    right: list[float] = [value_bytes(V)]
+    cells: list[float] = [value_bytes(X)]
     for p, a in acc.items():
         if a in (C.CELL, C.ROWVEC, C.COLVEC):
-            cells.append(_bytes(inputs[p]))
+            cells.append(value_bytes(inputs[p]))
     if plan.mm >= 0:  # RIGHT_MM reads mm's row j with X's column j, LEFT_MM its row i
-        (right if plan.agg == C.RIGHT_MM else left).append(_bytes(inputs[plan.mm]))
-    out = _bytes(ins.hop) if ins.hop.dt == "matrix" else 8.0
+        (right if plan.agg == C.RIGHT_MM else left).append(value_bytes(inputs[plan.mm]))
+    out = value_bytes(ins.hop)
     ops = nnz * sum(1 for n in C.postorder(plan) if n.op not in ("input", "literal", "uv"))
 
     def blocks(n: int) -> int:
@@ -110,12 +104,10 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
     forced = cfgmod.get().dist_fused
     cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes)
     tasks = cl.nodes * cl.tasks_per_node
-    if forced == "bfo":
-        c = (min(tasks, m.I), 1, 1)
-        net = cuboid.net_est((tasks, tasks, 1), m)
-        return FusedChoice("bfo", c, net, 0.0, cuboid.bfo_memory(m, c[0]),
-                           max(net / (cl.nodes * cl.net_bw), cuboid.com_est((tasks, tasks, 1), m) /
-                               (cl.nodes * cl.compute_bw)))
+    if forced == "bfo":  # (its communication and operations are the model's at the corner (T, T, 1))
+        corner = (tasks, tasks, 1)
+        return FusedChoice("bfo", (min(tasks, m.I), 1, 1), cuboid.net_est(corner, m), 0.0,
+                           cuboid.bfo_memory(m, min(tasks, m.I)), cuboid.cost(corner, m, cl))
     if forced == "rfo":
         c = (m.I, m.J, 1)
         return FusedChoice("rfo", c, cuboid.net_est(c, m), 0.0, cuboid.mem_est(c, m), cuboid.cost(c, m, cl))

@@ -245,31 +245,27 @@ class DaskBackend:
 
     def wait_all(self, futures: list[Any]) -> None:
         """Wait until ``futures`` finished, as :meth:`gather` waits, without fetching them."""
-        c = self.client()
-        try:
-            self._wait(c, futures)
-        except Exception as e:  # noqa: BLE001 - as gather translates a failure
-            err = self._failure(c, e)
-            if err is None:
-                raise
-            raise err from None
+        self._settle(futures, fetch=False)
 
     def gather(self, futures: list[Any]) -> list[Any]:
         """The values of ``futures`` in this process. Waits in polls (Ctrl-C, the progress line, a
         stalled cluster); a failure on the cluster becomes a DMLRuntimeError at its operator."""
         from dask.sizeof import sizeof  # deferred: dask, only once a Dask op runs
 
+        got = self._settle(futures, fetch=True)
+        self.counters.gathered_sizeof += sum(int(sizeof(v)) for v in got)
+        return list(got)
+
+    def _settle(self, futures: list[Any], fetch: bool) -> Any:
         c = self.client()
         try:
             self._wait(c, futures)
-            got = c.gather(futures)
+            return c.gather(futures) if fetch else None
         except Exception as e:  # noqa: BLE001 - translated where it is the cluster's, else as it is
             err = self._failure(c, e)
             if err is None:
                 raise
             raise err from None
-        self.counters.gathered_sizeof += sum(int(sizeof(v)) for v in got)
-        return list(got)
 
     def like(self, x: Any, blocks: dict[tuple[int, int], Any], rows: int | None = None,
              cols: int | None = None) -> Any:

@@ -67,40 +67,6 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
     return fused_outer.measured(be, plan, dist, lambda: _outer(be, plan, reference, acc, main, args))
 
 
-class _Shared:
-    """Row panels and whole matrices of the operator's inputs, each assembled by one task and shared
-    by every task that reads it."""
-
-    def __init__(self, be: DaskBackend) -> None:
-        self.be = be
-        self.memo: dict[tuple[int, str, int], Any] = {}
-
-    def panel(self, x: Any, i: int) -> Any:
-        """Rows of row block ``i`` with every column."""
-        if not isinstance(x, Blocked):
-            return x
-        if x.ncb == 1:
-            return x.blocks[(i, 0)]
-        key = (id(x), "panel", i)
-        if key not in self.memo:
-            h = min(x.bs, x.rows - i * x.bs)
-            pieces = [(x.blocks[(i, j)], 0, h, 0, min(x.bs, x.cols - j * x.bs), 0, j * x.bs) for j in range(x.ncb)]
-            self.memo[key] = self.be.submit(B.paste, h, x.cols, *pieces)
-        return self.memo[key]
-
-    def whole(self, x: Any) -> Any:
-        if not isinstance(x, Blocked):
-            return x
-        if x.nrb == 1 and x.ncb == 1:
-            return x.blocks[(0, 0)]
-        key = (id(x), "whole", 0)
-        if key not in self.memo:
-            pieces = [(f, 0, min(x.bs, x.rows - i * x.bs), 0, min(x.bs, x.cols - j * x.bs), i * x.bs, j * x.bs)
-                      for (i, j), f in x.blocks.items()]
-            self.memo[key] = self.be.submit(B.paste, x.rows, x.cols, *pieces)
-        return self.memo[key]
-
-
 def _slice(x: Any, access: str, i: int, j: int) -> Any:
     """What block (i, j) of a cell-wise iteration reads of an input."""
     if not isinstance(x, Blocked):
@@ -144,38 +110,14 @@ def _tree(be: DaskBackend, combine: str | tuple[str, ...], parts: list[Any]) -> 
     return tree(be, parts, B.fold_each, combine)
 
 
-def _split_rows(be: DaskBackend, fut: Any, rows: int, cols: int, bs: int, i: int, out: Blocked) -> None:
-    """Put a row block's result (``rows`` x ``cols``) into ``out``'s blocks (i, 0..): the future as it
-    is when it is one block wide, else one slice task per column block."""
-    if cols <= bs:
-        out.blocks[(i, 0)] = fut
-        return
-    for j in range(-(-cols // bs)):
-        w = min(bs, cols - j * bs)
-        out.blocks[(i, j)] = be.submit(B.paste, rows, w, (fut, 0, rows, j * bs, j * bs + w, 0, 0))
-
-
-def _whole_to_blocks(be: DaskBackend, fut: Any, rows: int, cols: int, bs: int) -> Blocked:
-    """A distributed matrix of one future holding a whole (small) result."""
-    out = Blocked(rows, cols, bs)
-    if rows <= bs and cols <= bs:
-        out.blocks[(0, 0)] = fut
-        return out
-    for i in range(out.nrb):
-        for j in range(out.ncb):
-            h, w = min(bs, rows - i * bs), min(bs, cols - j * bs)
-            out.blocks[(i, j)] = be.submit(B.paste, h, w, (fut, i * bs, i * bs + h, j * bs, j * bs + w, 0, 0))
-    return out
-
-
 def _row(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...],
          width: int) -> Any:
-    sh = _Shared(be)
+    sh = fused_outer.Pieces(be)
 
     def arg(p: int, a: Any, i: int) -> Any:
         access = acc.get(p, C.SCALAR)
         if access in (C.MAIN, C.CELL):
-            return sh.panel(a, i)
+            return sh.rows(a, i, i + 1)
         if access == C.ROWVEC:
             return _slice(a, access, i, 0)
         return sh.whole(a)  # COLVEC (a whole row vector), MATRIX, SCALAR
@@ -184,26 +126,29 @@ def _row(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: A
     if plan.agg == C.NO_AGG:
         out = Blocked(main.rows, width, main.bs)
         for i, f in enumerate(parts):
-            _split_rows(be, f, min(main.bs, main.rows - i * main.bs), width, main.bs, i, out)
+            fused_outer.cut_into(be, f, out, i, i + 1, 0, out.ncb)
         return out
     total = _tree(be, "+", parts)
     if plan.agg == C.FULL_AGG:
         return float(be.result(total))
     shape = be.result(be.submit(B.shape_of, total))
-    return _whole_to_blocks(be, total, int(shape[0]), int(shape[1]), main.bs)
+    out = Blocked(int(shape[0]), int(shape[1]), main.bs)  # (one future holding a whole, small, result)
+    fused_outer.cut_into(be, total, out, 0, out.nrb, 0, out.ncb)
+    return out
 
 
 def _outer(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...]) -> Any:
-    sh = _Shared(be)
+    sh = fused_outer.Pieces(be)
 
     def arg(p: int, a: Any, i: int, j: int) -> Any:
         if p == plan.mm:
-            return sh.panel(a, j if plan.agg == C.RIGHT_MM else i)
+            o = j if plan.agg == C.RIGHT_MM else i
+            return sh.rows(a, o, o + 1)
         access = acc.get(p, C.SCALAR)
         if access == C.OUTER_U:
-            return sh.panel(a, i)
+            return sh.rows(a, i, i + 1)
         if access == C.OUTER_V:
-            return sh.panel(a, j)
+            return sh.rows(a, j, j + 1)
         return _slice(a, access, i, j)
 
     tasks = {(i, j): be.submit(B.run_plan, plan, ref, *[arg(p, a, i, j) for p, a in enumerate(args)])
@@ -216,5 +161,5 @@ def _outer(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main:
     out = Blocked(rows, k, main.bs)
     for o in range(main.ncb if left else main.nrb):
         keys = [(i, o) for i in range(main.nrb)] if left else [(o, j) for j in range(main.ncb)]
-        _split_rows(be, _tree(be, "+", [tasks[q] for q in keys]), min(main.bs, rows - o * main.bs), k, main.bs, o, out)
+        fused_outer.cut_into(be, _tree(be, "+", [tasks[q] for q in keys]), out, o, o + 1, 0, out.ncb)
     return out

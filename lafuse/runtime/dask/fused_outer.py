@@ -33,9 +33,9 @@ def cuts(n: int, parts: int) -> list[int]:
     return [n * p // parts for p in range(parts + 1)]
 
 
-class _Pieces:
-    """Pasted pieces of distributed matrices, each assembled by one task and shared by the tasks
-    that read it."""
+class Pieces:
+    """Pasted pieces of distributed matrices (a cuboid's, a row panel, a whole side input), each
+    assembled by one task and shared by the tasks that read it; sparse blocks stay sparse."""
 
     def __init__(self, be: DaskBackend) -> None:
         self.be = be
@@ -70,7 +70,7 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     K = U.ncb if isinstance(U, Blocked) else 1
     rc, cc = cuts(main.nrb, P), cuts(main.ncb, Q)
     kc = [0, K] if broadcast else cuts(K, R)
-    sh = _Pieces(be)
+    sh = Pieces(be)
     halves = C.split_outer(plan) if len(kc) > 2 else None
 
     def operands(p: int, q: int, r: int) -> list[Any]:
@@ -134,7 +134,7 @@ def _assemble(be: DaskBackend, plan: C.CPlan, main: Blocked, res: dict[tuple[int
     if plan.agg == C.NO_AGG:
         out = Blocked(main.rows, main.cols, bs)
         for (p, q), f in res.items():
-            _cut_into(be, f, out, rc[p], rc[p + 1], cc[q], cc[q + 1])
+            cut_into(be, f, out, rc[p], rc[p + 1], cc[q], cc[q + 1])
         return out
     left = plan.agg == C.LEFT_MM
     groups, other = (cc, rc) if left else (rc, cc)
@@ -142,12 +142,13 @@ def _assemble(be: DaskBackend, plan: C.CPlan, main: Blocked, res: dict[tuple[int
     out = Blocked(rows, k, bs)
     for g in range(len(groups) - 1):
         parts = [res[(o, g) if left else (g, o)] for o in range(len(other) - 1)]
-        _cut_into(be, tree(be, parts, B.fold_each, "+"), out, groups[g], groups[g + 1], 0, out.ncb)
+        cut_into(be, tree(be, parts, B.fold_each, "+"), out, groups[g], groups[g + 1], 0, out.ncb)
     return out
 
 
-def _cut_into(be: DaskBackend, piece: Any, out: Blocked, i0: int, i1: int, j0: int, j1: int) -> None:
-    """Put a piece holding ``out``'s block rows i0:i1 and columns j0:j1 into its blocks."""
+def cut_into(be: DaskBackend, piece: Any, out: Blocked, i0: int, i1: int, j0: int, j1: int) -> None:
+    """Put a piece holding ``out``'s block rows i0:i1 and columns j0:j1 into its blocks: the future as
+    it is when it is one block, else one cut task per block."""
     if i1 - i0 == 1 and j1 - j0 == 1:
         out.blocks[(i0, j0)] = piece
         return

@@ -206,16 +206,14 @@ def _gather_buffers(rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return have[0][:rows * k].reshape(rows, k), have[1][:rows * k].reshape(rows, k)
 
 
-def _sampled_terms(lo: int, hi: int, U: np.ndarray, Vt: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+def _sampled_terms(lo: int, hi: int, step: int, U: np.ndarray, Vt: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                    out: np.ndarray, term: Callable[[int, int, np.ndarray], np.ndarray]) -> None:
     """``out[p] = term(lo, hi, d)[p - lo]`` for ``p`` in ``[lo, hi)``, ``d`` the dot products
-    ``U[rows[p]] . Vt[cols[p]]``, formed a cache-sized gather at a time (on a pool thread too,
+    ``U[rows[p]] . Vt[cols[p]]``, formed ``step`` (_gather_rows) at a time (on a pool thread too,
     hence its own error state; each term on its own, so the thread count never changes one).
     ``np.take`` with ``mode="clip"``: the default mode buffers a take into ``out`` (the indices
     are valid, so clipping never happens)."""
-    k = U.shape[1]
-    step = _gather_rows(k)
-    a, b = _gather_buffers(min(step, hi - lo), k)
+    a, b = _gather_buffers(min(step, hi - lo), U.shape[1])
     with errstate():
         for c0 in range(lo, hi, step):
             c1 = min(hi, c0 + step)
@@ -261,10 +259,11 @@ def k_sampled_sum(x: Any, u: Any, v: Any, ta: bool = False, tb: bool = False, x_
         return times(S.data[lo:hi].reshape(1, -1), g(d.reshape(1, -1))).reshape(-1)
 
     vals = np.empty(S.nnz)
-    task = _gather_rows(Uc.shape[1]) * max(1, SAMPLED_TASK_NNZ // _gather_rows(Uc.shape[1]))
-    cuts = [*range(0, S.nnz, task), S.nnz]
+    step = _gather_rows(Uc.shape[1])
+    cuts = [*range(0, S.nnz, step * max(1, SAMPLED_TASK_NNZ // step)), S.nnz]
     # (NumPy's take, einsum and ufuncs release the GIL for most of a 1 MB gather)
-    threads.run_taken(_sampled_terms, cuts, min(threads.budget(), len(cuts) - 1), Uc, Vt, rows, cols, vals, term)
+    threads.run_taken(_sampled_terms, cuts, min(threads.budget(), len(cuts) - 1), step, Uc, Vt, rows, cols, vals,
+                      term)
     return k_sum(vals.reshape(1, -1))
 
 
