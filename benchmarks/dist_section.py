@@ -464,10 +464,11 @@ def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: st
     if m:  # what lafuse itself sent and fetched (the workers' counters see neither)
         r.counts_extra = {"submitted": float(m.group(1)), "scattered_bytes": float(m.group(3)) * 2 ** 20,
                           "gathered_bytes": float(m.group(5)) * 2 ** 20}
-    f = re.search(r"Dask fused operators, MiB moved between workers estimated / measured: \w+ (\w+\(\d+,\d+,\d+\)) "
-                  r"([\d.e+-]+) / ([\d.e+-]+)", out)
-    if f:  # the first fused operator's kind, (P,Q,R) and the model's bytes (per execution)
-        r.counts_extra.update(operator=f.group(1), model_bytes=float(f.group(2)) * 2 ** 20)
+    f = re.search(r"Dask fused operators, MiB moved between workers estimated / worker model / measured: "
+                  r"\w+ (\w+\(\d+,\d+,\d+\)) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", out)
+    if f:  # the first fused operator's kind, (P,Q,R), the paper model's and the worker model's bytes
+        r.counts_extra.update(operator=f.group(1), model_bytes=float(f.group(2)) * 2 ** 20,
+                              worker_model_bytes=float(f.group(3)) * 2 ** 20)
     return _from_output(r, out, err, rc)
 
 

@@ -75,9 +75,9 @@ def test_every_forced_cuboid_split_equals_the_local_run(dask_scheduler, local, p
 
     ran, real = [], fused_outer.run
 
-    def spy(be, plan, ref, acc, main, args, choice):
+    def spy(be, plan, ref, acc, main, args, choice, **kw):
         ran.append(choice.pqr)
-        return real(be, plan, ref, acc, main, args, choice)
+        return real(be, plan, ref, acc, main, args, choice, **kw)
 
     monkeypatch.setattr(fusedstrategy, "choose", forced)
     monkeypatch.setattr(fused_outer, "run", spy)
@@ -96,6 +96,6 @@ def test_stats_show_each_operators_estimated_and_measured_bytes(dask_scheduler, 
     out = capsys.readouterr().out
     assert rc == 0, out
     line = next(ln for ln in out.splitlines() if ln.startswith("Dask fused operators"))
-    entries = re.findall(r"(\w+) cfo\((\d+),(\d+),(\d+)\) ([\d.e+-]+) / ([\d.e+-]+)", line)
+    entries = re.findall(r"(\w+) cfo\((\d+),(\d+),(\d+)\) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", line)
     assert sorted(e[0] for e in entries) == ["full_agg", "left_mm", "no_agg", "right_mm"], line
-    assert all(float(e[4]) > 0 and float(e[5]) >= 0 for e in entries), line
+    assert all(float(e[4]) > 0 and float(e[5]) >= 0 and float(e[6]) >= 0 for e in entries), line

@@ -51,9 +51,10 @@ class DaskCounters:
     labels: dict[str, str] = field(default_factory=dict)  # task-key prefix -> operator label
     monitor: Any = field(default=None, repr=False)
     _report: Any = field(default=None, repr=False)
-    # distributed outer fused operators (--stats): (operator and its choice, estimated bytes the model
-    # moves incl. the partial products' shuffle, bytes the workers measured moving between them)
-    fused: list[tuple[str, float, int]] = field(default_factory=list)
+    # distributed outer fused operators (--stats): (operator and its choice, bytes paper 004's model
+    # estimates incl. the partial products' shuffle, bytes the worker-level model of its placement
+    # gives on the values' sizes, bytes the workers measured moving between them)
+    fused: list[tuple[str, float, float, int]] = field(default_factory=list)
 
     def workers(self) -> monitor.WorkerReport | None:
         """The workers' side of the run (once: later calls return the same numbers)."""
@@ -85,8 +86,9 @@ class DaskCounters:
             out.append("Dask worker time by operator: " + ", ".join(
                 f"{op} {secs.get(op, 0.0):.3f} sec. ({self.by_op.get(op, 0)} tasks)" for op in ops))
         if self.fused:
-            out.append("Dask fused operators, MiB moved between workers estimated / measured: " + ", ".join(
-                f"{what} {est / 2**20:.3g} / {got / 2**20:.3g}" for what, est, got in self.fused))
+            out.append("Dask fused operators, MiB moved between workers estimated / worker model / measured: "
+                       + ", ".join(f"{what} {est / 2**20:.3g} / {mod / 2**20:.3g} / {got / 2**20:.3g}"
+                                   for what, est, mod, got in self.fused))
         return out
 
 

@@ -9,10 +9,9 @@ block's rows or columns where the template reads them so, broadcast whole where 
 - Row: one task per row block of the main input with whole rows (a row panel: the column blocks
   pasted, when there are several); a whole-matrix or row-vector side input is assembled once and
   shared by every task. Column aggregates (also ``t(X) %*% w`` forms) add the row blocks' partials.
-- Outer: the operator plan.fusedstrategy chose: the broadcast and cuboid ones in
-  runtime.dask.fused_outer; the replicating one here, one task per block (i, j) of the sparse main
-  input with U's row panel i and V's row panel j; ``W %*% mm`` adds its partials over j,
-  ``t(W) %*% mm`` over i.
+- Outer: the operator plan.fusedstrategy chose (broadcast, replication or cuboid), run by
+  runtime.dask.fused_outer; a plan whose shape was unknown when planned runs the replicating one,
+  one task per block (i, j) of the sparse main input with U's row panel i and V's row panel j.
 
 Each task runs the same kernel the local runtime runs (runtime.local.fused, compiled once per
 worker process and plan), so a block's values are the local kernel's on that block.
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lafuse.hops import cplan as C
+from lafuse.plan.fusedstrategy import FusedChoice
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask import blocks as B
 from lafuse.runtime.dask import fused_outer
@@ -62,9 +62,15 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
         return _cell(be, plan, reference, acc, main, args)
     if plan.template == "row":
         return _row(be, plan, reference, acc, main, args, cols)
-    if dist is not None and dist.kind != "rfo" and isinstance(main, Blocked):
-        return fused_outer.measured(be, plan, dist, lambda: fused_outer.run(be, plan, reference, acc, main, args, dist))
-    return fused_outer.measured(be, plan, dist, lambda: _outer(be, plan, reference, acc, main, args))
+    if not isinstance(main, Blocked):  # (exectype keeps such a plan local; a guard, not a path)
+        raise NotImplementedError("a distributed outer plan needs a distributed main input")
+    if dist is None:  # (a shape unknown when planned: a task per block of X)
+        dist = FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
+        stats = None
+    else:
+        stats = dist
+    return fused_outer.measured(be, plan, stats, args,
+                                lambda: fused_outer.run(be, plan, reference, acc, main, args, dist))
 
 
 def _slice(x: Any, access: str, i: int, j: int) -> Any:
@@ -134,32 +140,4 @@ def _row(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: A
     shape = be.result(be.submit(B.shape_of, total))
     out = Blocked(int(shape[0]), int(shape[1]), main.bs)  # (one future holding a whole, small, result)
     fused_outer.cut_into(be, total, out, 0, out.nrb, 0, out.ncb)
-    return out
-
-
-def _outer(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Any, args: tuple[Any, ...]) -> Any:
-    sh = fused_outer.Pieces(be)
-
-    def arg(p: int, a: Any, i: int, j: int) -> Any:
-        if p == plan.mm:
-            o = j if plan.agg == C.RIGHT_MM else i
-            return sh.rows(a, o, o + 1)
-        access = acc.get(p, C.SCALAR)
-        if access == C.OUTER_U:
-            return sh.rows(a, i, i + 1)
-        if access == C.OUTER_V:
-            return sh.rows(a, j, j + 1)
-        return _slice(a, access, i, j)
-
-    tasks = {(i, j): be.submit(B.run_plan, plan, ref, *[arg(p, a, i, j) for p, a in enumerate(args)])
-             for i, j in main.grid()}
-    if plan.agg in (C.NO_AGG, C.FULL_AGG):
-        return _aggregate(be, plan.agg, "+", tasks, main)
-    k = int(args[plan.mm].cols)
-    left = plan.agg == C.LEFT_MM
-    rows = main.cols if left else main.rows
-    out = Blocked(rows, k, main.bs)
-    for o in range(main.ncb if left else main.nrb):
-        keys = [(i, o) for i in range(main.nrb)] if left else [(o, j) for j in range(main.ncb)]
-        fused_outer.cut_into(be, _tree(be, "+", [tasks[q] for q in keys]), out, o, o + 1, 0, out.ncb)
     return out

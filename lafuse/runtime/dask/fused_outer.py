@@ -9,6 +9,13 @@ piece's R tasks compute the product alone at X's non-zeros over their k-group
 (hops.cplan.split_outer), their partial products are added (the aggregation step), and one more
 task runs the rest of the plan on the sum. Results: a block of X's grid cut from its piece, partial
 sums added in a fixed order (pieces, then k-groups), so a value never depends on scheduling.
+
+Placement (:func:`place`) decides the bytes: Dask's workers keep what they fetched, so a value moves
+once to each worker that reads it, not once per task as on Spark, where paper 004 counts. The tasks
+are pinned to the workers the operator chose, the pieces pasted where they are read, the partial
+products added on their piece's worker; what moves is then the worker-level model
+(:meth:`Pieces.model`), and with one task per worker and inputs elsewhere the paper's formula.
+``--stats`` prints both estimates beside the bytes the workers counted.
 """
 
 from __future__ import annotations
@@ -33,35 +40,131 @@ def cuts(n: int, parts: int) -> list[int]:
     return [n * p // parts for p in range(parts + 1)]
 
 
+Task = tuple[int, int, int]  # (p, q, r): a cuboid of the (i, j, k) product space
+
+
 class Pieces:
     """Pasted pieces of distributed matrices (a cuboid's, a row panel, a whole side input), each
-    assembled by one task and shared by the tasks that read it; sparse blocks stay sparse."""
+    assembled by one task and shared by the tasks that read it; sparse blocks stay sparse.
 
-    def __init__(self, be: DaskBackend) -> None:
+    With ``pin``, a piece is pasted on the worker of the task that reads it and every task goes to the
+    worker it is given (a loose restriction: another worker if that one is gone), so the bytes that
+    move are the ones the placement implies. Each submission is recorded (its key, the worker it is
+    meant for, the keys it reads): the worker-level model's data (:meth:`model`)."""
+
+    def __init__(self, be: DaskBackend, pin: bool = False) -> None:
         self.be = be
-        self.memo: dict[tuple[int, int, int, int, int], Any] = {}
+        self.pin = pin
+        self.memo: dict[tuple[int, int, int, int, int, str | None], Any] = {}
+        self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
 
-    def get(self, x: Any, i0: int, i1: int, j0: int, j1: int) -> Any:
+    def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
+        kw: dict[str, Any] = {"workers": [worker], "allow_other_workers": True} if self.pin and worker else {}
+        f = self.be.submit(fn, *args, **kw)
+        self.calls.append((f.key, worker, tuple(a.key for a in args if hasattr(a, "key"))))
+        return f
+
+    def at(self, worker: str | None) -> _At:
+        return _At(self, worker)
+
+    def get(self, x: Any, i0: int, i1: int, j0: int, j1: int, worker: str | None = None) -> Any:
         """Block rows i0:i1 and columns j0:j1 of ``x`` (not distributed: ``x`` itself)."""
         if not isinstance(x, Blocked):
             return x
         if i1 - i0 == 1 and j1 - j0 == 1:
             return x.blocks[(i0, j0)]
-        key = (id(x), i0, i1, j0, j1)
+        key = (id(x), i0, i1, j0, j1, worker if self.pin else None)
         if key not in self.memo:
             grid = [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)]
-            self.memo[key] = self.be.submit(B.grid, i1 - i0, j1 - j0, *grid)
+            self.memo[key] = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
         return self.memo[key]
 
-    def rows(self, x: Any, i0: int, i1: int) -> Any:
-        return self.get(x, i0, i1, 0, x.ncb) if isinstance(x, Blocked) else x
+    def rows(self, x: Any, i0: int, i1: int, worker: str | None = None) -> Any:
+        return self.get(x, i0, i1, 0, x.ncb, worker) if isinstance(x, Blocked) else x
 
-    def whole(self, x: Any) -> Any:
-        return self.get(x, 0, x.nrb, 0, x.ncb) if isinstance(x, Blocked) else x
+    def whole(self, x: Any, worker: str | None = None) -> Any:
+        return self.get(x, 0, x.nrb, 0, x.ncb, worker) if isinstance(x, Blocked) else x
+
+    def keys(self) -> set[Any]:
+        """Every value the recorded tasks read or make."""
+        return {k for key, _, reads in self.calls for k in (key, *reads)}
+
+    def model(self, holders: dict[Any, set[str]], sizes: dict[Any, float], ran: dict[Any, str] | None = None) -> float:
+        """Bytes the workers move for the recorded tasks: each value once to every worker that reads
+        it and does not hold it (Dask's workers keep what they fetched; paper 004's formula counts per
+        task, which is this when each task has a worker of its own). ``holders``: the workers holding
+        each input before the operator ran; ``sizes``: every value's bytes; ``ran``: the worker each
+        task ran on (default: the one it was meant for)."""
+        ran = ran or {}
+        where = {key: ran.get(key, w) for key, w, _ in self.calls}
+        need: dict[Any, set[str]] = {}
+        for key, _, reads in self.calls:
+            w = where[key]
+            if w is not None:
+                for k in reads:
+                    need.setdefault(k, set()).add(w)
+        total = 0.0
+        for k, readers in need.items():
+            w = where.get(k)
+            total += sizes.get(k, 0.0) * len(readers - ({w} if w is not None else holders.get(k, set())))
+        return total
+
+
+class _At:
+    """Submissions to one worker (for ``ops.tree``)."""
+
+    def __init__(self, pieces: Pieces, worker: str | None) -> None:
+        self.pieces, self.worker = pieces, worker
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.pieces.submit(self.worker, fn, *args)
+
+
+def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task], reads: Callable[[Task], list[Any]]
+          ) -> dict[Task, str | None]:
+    """The worker of each task (paper 004 §3: a task per cuboid, the plan placing them):
+
+    * ``rfo``: each task on a worker holding its block of X (Spark's locality for the partitions of
+      the main input), so its U and V panels replicate to the workers of their tasks;
+    * ``bfo`` and ``cfo``: the tasks in (p, q, r) order cut into one contiguous run per worker (a run
+      shares its U and V pieces), each run on the worker already holding most bytes of what it reads.
+
+    No worker known (a cluster that does not answer): None, Dask places the task."""
+    c = be.client()
+    workers = sorted(monitor.safe(lambda: c.scheduler_info(n_workers=-1)["workers"], {}))
+    if not workers:
+        return dict.fromkeys(tasks)
+    keys = {getattr(f, "key", None) for t in tasks for f in reads(t)} - {None}
+    known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), {})
+    n = len(workers)
+    runs: list[list[Task]] = [[] for _ in range(min(n, len(tasks)))]
+    for t, task in enumerate(tasks):
+        runs[t * len(runs) // len(tasks)].append(task)
+    gain = [{w: 0.0 for w in workers} for _ in runs]
+    for g, run_ in enumerate(runs):
+        for key in {getattr(f, "key", None) for t in run_ for f in reads(t)} - {None}:
+            size, held = known.get(key, (0, []))
+            for w in held:
+                if w in gain[g]:
+                    gain[g][w] += size + 1.0
+    out: dict[Task, str | None] = {}
+    free = list(workers)
+    for g in sorted(range(len(runs)), key=lambda g: -max(gain[g].values())):
+        w = max(free, key=lambda w: gain[g][w])
+        free.remove(w)
+        out.update(dict.fromkeys(runs[g], w))
+    if choice.kind == "rfo":  # (a block of X not computed yet: its task stays in its run)
+        for task in tasks:
+            held = known.get(main.blocks[(task[0], task[1])].key, (0, []))[1]
+            if held:
+                out[task] = held[0]
+    return out
 
 
 def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Blocked, args: tuple[Any, ...],
-        choice: FusedChoice) -> Any:
+        choice: FusedChoice, layout: dict[Task, str | None] | None = None, pin: bool = True) -> tuple[Any, Pieces]:
+    """The operator's result and its recorded tasks. ``layout``: each task's worker (default:
+    :func:`place`); ``pin`` False leaves placement to Dask (the model still assumes ``layout``)."""
     P, Q, R = choice.pqr
     broadcast = choice.kind == "bfo"
     upos = next(p for p, a in acc.items() if a == C.OUTER_U)
@@ -70,71 +173,104 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     K = U.ncb if isinstance(U, Blocked) else 1
     rc, cc = cuts(main.nrb, P), cuts(main.ncb, Q)
     kc = [0, K] if broadcast else cuts(K, R)
-    sh = Pieces(be)
+    sh = Pieces(be, pin)
     halves = C.split_outer(plan) if len(kc) > 2 else None
 
-    def operands(p: int, q: int, r: int) -> list[Any]:
+    def blocks_of(x: Any, i0: int, i1: int, j0: int, j1: int) -> list[Any]:
+        return [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)] if isinstance(x, Blocked) else []
+
+    def bounds(p: int, q: int, r: int) -> dict[int, tuple[int, int, int, int]]:
+        """The block range each distributed input's piece of task (p, q, r) covers."""
         i0, i1, j0, j1 = rc[p], rc[p + 1], cc[q], cc[q + 1]
-        out: list[Any] = []
+        out: dict[int, tuple[int, int, int, int]] = {}
         for pos, a in enumerate(args):
+            if not isinstance(a, Blocked):
+                continue
             access = acc.get(pos, C.SCALAR)
             if pos in (upos, vpos):
                 g0, g1 = (i0, i1) if pos == upos else (j0, j1)
-                out.append(sh.whole(a) if broadcast else sh.get(a, g0, g1, kc[r], kc[r + 1]))
+                out[pos] = (0, a.nrb, 0, a.ncb) if broadcast else (g0, g1, kc[r], kc[r + 1])
             elif pos == plan.mm:
-                out.append(sh.rows(a, j0, j1) if plan.agg == C.RIGHT_MM else sh.rows(a, i0, i1))
+                o0, o1 = (j0, j1) if plan.agg == C.RIGHT_MM else (i0, i1)
+                out[pos] = (o0, o1, 0, a.ncb)
             elif access in (C.MAIN, C.CELL):
-                out.append(sh.get(a, i0, i1, j0, j1))
+                out[pos] = (i0, i1, j0, j1)
             elif access == C.ROWVEC:
-                out.append(sh.get(a, i0, i1, 0, 1))
+                out[pos] = (i0, i1, 0, 1)
             elif access == C.COLVEC:
-                out.append(sh.get(a, 0, 1, j0, j1))
+                out[pos] = (0, 1, j0, j1)
             else:
-                out.append(a.blocks[(0, 0)] if isinstance(a, Blocked) else a)
+                out[pos] = (0, 1, 0, 1)
         return out
 
-    def task(p: int, q: int) -> Any:
+    def operands(p: int, q: int, r: int, w: str | None) -> list[Any]:
+        b = bounds(p, q, r)
+        return [sh.get(a, *b[pos], w) if pos in b else a for pos, a in enumerate(args)]
+
+    tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
+    if layout is None:
+        layout = place(be, choice, main, tasks, lambda t: [f for pos, bd in bounds(*t).items()
+                                                           for f in blocks_of(args[pos], *bd)])
+
+    def task(p: int, q: int) -> tuple[Any, str | None]:
+        w0 = layout[(p, q, 0)]
         if broadcast:  # each task takes its rows of the whole U (and V: Q is 1, every row)
             r0, r1 = rc[p] * main.bs, min(main.rows, rc[p + 1] * main.bs)
-            return be.submit(B.run_plan_rows, plan, ref, ((upos, r0, r1),), *operands(p, q, 0))
+            return sh.submit(w0, B.run_plan_rows, plan, ref, ((upos, r0, r1),), *operands(p, q, 0, w0)), w0
         if halves is None:
-            return be.submit(B.run_plan, plan, ref, *operands(p, q, 0))
+            return sh.submit(w0, B.run_plan, plan, ref, *operands(p, q, 0, w0)), w0
         product, rest = halves
-        parts = [be.submit(B.run_plan, product, ref, *operands(p, q, r)) for r in range(len(kc) - 1)]
-        summed = tree(be, parts, B.fold_each, "+")
-        ops = operands(p, q, 0)
+        parts = [sh.submit(layout[(p, q, r)], B.run_plan, product, ref, *operands(p, q, r, layout[(p, q, r)]))
+                 for r in range(len(kc) - 1)]
+        summed = tree(sh.at(w0), parts, B.fold_each, "+")  # (the aggregation step, on the piece's worker)
+        ops = operands(p, q, 0, w0)
         ops[upos] = ops[vpos] = 0.0  # (the rest reads the summed product, not the factors)
-        return be.submit(B.run_plan, rest, ref, *ops, summed)
+        return sh.submit(w0, B.run_plan, rest, ref, *ops, summed), w0
 
     res = {(p, q): task(p, q) for p in range(len(rc) - 1) for q in range(len(cc) - 1)}
-    return _assemble(be, plan, main, res, rc, cc, int(args[plan.mm].cols) if plan.mm >= 0 else 0)
+    return _assemble(sh, plan, main, res, rc, cc, int(args[plan.mm].cols) if plan.mm >= 0 else 0), sh
 
 
-def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, compute: Callable[[], Any]) -> Any:
-    """``compute()``, and under ``--stats`` the bytes the workers moved between them while it ran
-    beside the model's estimate (``DaskCounters.fused``): the operator is waited for, so nothing
-    else runs on the cluster meanwhile."""
+def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, inputs: tuple[Any, ...],
+             compute: Callable[[], tuple[Any, Pieces]]) -> Any:
+    """``compute()``'s result, and under ``--stats`` the bytes the workers moved between them while
+    it ran beside the paper's estimate (plan.fusedstrategy) and the worker-level model of its
+    placement (:meth:`Pieces.model`), in ``DaskCounters.fused``: the inputs are waited for first and
+    the operator after, so nothing else runs on the cluster meanwhile."""
     if not be.cfg.stats or choice is None:
-        return compute()
+        return compute()[0]
+    from distributed import get_task_stream  # deferred: distributed, only for a run on Dask
+
     c = be.client()
+    ins = [f.key for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()]
+    be.wait_all([f for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()])
+    known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=ins), {})
     before = monitor.safe(lambda: c.run(monitor.worker_counters), {})
-    out = compute()
-    be.wait_all(list(out.blocks.values()) if isinstance(out, Blocked) else [])
+    with get_task_stream(client=c) as stream:
+        out, sh = compute()
+        be.wait_all(list(out.blocks.values()) if isinstance(out, Blocked) else [])
     after = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     moved = monitor.between(before, after, monitor.safe(lambda: c.scheduler.address, None), 0).moved_bytes
-    be.counters.fused.append((f"{plan.agg} {choice}".split(" net=")[0], choice.net + choice.shuffle, moved))
+    ran = {d["key"]: d["worker"] for d in stream.data if "worker" in d}
+    sizes = {k: float(n) for k, (n, _) in known.items()}
+    sizes.update({d["key"]: float(d.get("nbytes", 0)) for d in stream.data})
+    model = sh.model({k: set(w) for k, (_, w) in known.items()}, sizes, ran)
+    be.counters.fused.append((f"{plan.agg} {choice}".split(" net=")[0], choice.net + choice.shuffle, model, moved))
     return out
 
 
-def _assemble(be: DaskBackend, plan: C.CPlan, main: Blocked, res: dict[tuple[int, int], Any], rc: list[int],
-              cc: list[int], k: int) -> Any:
-    bs = main.bs
+def _assemble(sh: Pieces, plan: C.CPlan, main: Blocked, res: dict[tuple[int, int], tuple[Any, str | None]],
+              rc: list[int], cc: list[int], k: int) -> Any:
+    """The operator's result from its pieces' (each on its worker): scalars added, blocks cut where
+    their piece is, partial products of ``W %*% mm`` added on the worker of their group's first piece."""
+    be, bs = sh.be, main.bs
     if plan.agg == C.FULL_AGG:
-        return float(be.result(tree(be, list(res.values()), B.fold_each, "+")))
+        first = next(iter(res.values()))[1]
+        return float(be.result(tree(sh.at(first), [f for f, _ in res.values()], B.fold_each, "+")))
     if plan.agg == C.NO_AGG:
         out = Blocked(main.rows, main.cols, bs)
-        for (p, q), f in res.items():
-            cut_into(be, f, out, rc[p], rc[p + 1], cc[q], cc[q + 1])
+        for (p, q), (f, w) in res.items():
+            cut_into(be, f, out, rc[p], rc[p + 1], cc[q], cc[q + 1], sh.at(w))
         return out
     left = plan.agg == C.LEFT_MM
     groups, other = (cc, rc) if left else (rc, cc)
@@ -142,13 +278,15 @@ def _assemble(be: DaskBackend, plan: C.CPlan, main: Blocked, res: dict[tuple[int
     out = Blocked(rows, k, bs)
     for g in range(len(groups) - 1):
         parts = [res[(o, g) if left else (g, o)] for o in range(len(other) - 1)]
-        cut_into(be, tree(be, parts, B.fold_each, "+"), out, groups[g], groups[g + 1], 0, out.ncb)
+        at = sh.at(parts[0][1])
+        cut_into(be, tree(at, [f for f, _ in parts], B.fold_each, "+"), out, groups[g], groups[g + 1], 0, out.ncb, at)
     return out
 
 
-def cut_into(be: DaskBackend, piece: Any, out: Blocked, i0: int, i1: int, j0: int, j1: int) -> None:
+def cut_into(be: DaskBackend, piece: Any, out: Blocked, i0: int, i1: int, j0: int, j1: int, at: Any = None) -> None:
     """Put a piece holding ``out``'s block rows i0:i1 and columns j0:j1 into its blocks: the future as
-    it is when it is one block, else one cut task per block."""
+    it is when it is one block, else one cut task per block (``at``: submitted through it, where the
+    piece is)."""
     if i1 - i0 == 1 and j1 - j0 == 1:
         out.blocks[(i0, j0)] = piece
         return
@@ -156,5 +294,5 @@ def cut_into(be: DaskBackend, piece: Any, out: Blocked, i0: int, i1: int, j0: in
     for i in range(i0, i1):
         for j in range(j0, j1):
             r0, c0 = (i - i0) * bs, (j - j0) * bs
-            out.blocks[(i, j)] = be.submit(B.cut, piece, r0, r0 + min(bs, out.rows - i * bs),
+            out.blocks[(i, j)] = (at or be).submit(B.cut, piece, r0, r0 + min(bs, out.rows - i * bs),
                                            c0, c0 + min(bs, out.cols - j * bs))

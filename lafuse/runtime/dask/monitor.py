@@ -74,6 +74,16 @@ def prefix_times(dask_scheduler: Any) -> dict[str, float]:
             if name.startswith(KEY_HEAD + ".")}
 
 
+def held(dask_scheduler: Any, keys: list[Any]) -> dict[Any, tuple[int, list[str]]]:
+    """Size and holders of each of ``keys`` the scheduler knows (a key it forgot: left out)."""
+    out = {}
+    for k in keys:
+        ts = dask_scheduler.tasks.get(k)
+        if ts is not None:
+            out[k] = (int(ts.nbytes), sorted(ws.address for ws in ts.who_has or ()))
+    return out
+
+
 def cluster_state(dask_scheduler: Any) -> dict[str, Any]:
     """For the progress line and the stall check: lafuse's tasks by state, workers by status."""
     states: dict[str, int] = {}

@@ -77,10 +77,11 @@ def _cellwise(be: DaskBackend, op: str, slots: Any, dims: tuple[int, int], *args
 # ---------------------------------------------------------------- aggregates
 
 
-def tree(be: DaskBackend, parts: list[Any], fn: Callable[..., Any], *lead: Any) -> Any:
+def tree(be: Any, parts: list[Any], fn: Callable[..., Any], *lead: Any) -> Any:
     """One future: ``parts`` combined by the block function ``fn(*lead, *group)`` FAN_IN at a time,
     level by level, in their order (a fixed order: the same sum every run; no task holds more than
-    FAN_IN partial results)."""
+    FAN_IN partial results). ``be``: what submits the tasks (the backend, or a fused operator's
+    submissions to one worker)."""
     while len(parts) > 1:
         parts = [g[0] if len(g) == 1 else be.submit(fn, *lead, *g)
                  for g in (parts[n:n + FAN_IN] for n in range(0, len(parts), FAN_IN))]

@@ -1,0 +1,186 @@
+"""Bytes the distributed outer-product fused operators move between workers against their models
+(runtime.dask.fused_outer, paper 004 §3.2):
+
+- one task per worker and the inputs on a worker that runs no task: the workers' own transfer
+  counters equal paper 004's formula, R|X| + Q|U| + P|V| plus the aggregation of the R partial
+  products, on the blocks' sizes, within 1%;
+- any placement (inputs and tasks on random workers): within 5% of the worker-level model (each
+  value once to each worker that reads it and does not hold it: Dask's workers keep what they
+  fetched);
+- tasks left to Dask's scheduler (not pinned): within 20% of the worker-level model at the
+  placement the scheduler chose (its task stream: where each task ran).
+
+Each run's result also equals the local one. The cluster is scaled to five workers for these tests
+and back to two."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import numpy as np
+import pytest
+
+from lafuse import config as cfgmod
+from lafuse.compiler import run_dml
+from lafuse.plan import fusedstrategy
+from lafuse.runtime.dask import blocks as B
+from lafuse.runtime.dask import fused_outer
+from lafuse.runtime.dask.backend import DaskBackend
+from lafuse.runtime.dask.matrix import Blocked
+from tests.on_dask import common
+
+SCRIPT = """
+S = rand(rows=240, cols=200, seed=7, sparsity=0.05)
+U = rand(rows=240, cols=80, seed=8)
+V = rand(rows=200, cols=80, seed=9)
+M = rand(rows=200, cols=3, seed=10)
+o1 = sum(S * log(U %*% t(V) + 1e-15))
+o2 = (S * (U %*% t(V))) %*% M
+o4 = S * log(U %*% t(V) + 1)
+"""
+OUTPUTS = ("o1", "o2", "o4")
+BS = 40  # 6 x 5 blocks of S, two k-blocks of U and V
+
+
+def _cfg(scheduler: str | None = None, **kw) -> cfgmod.Config:
+    return common.cfg(scheduler, **{"codegen": True, "fusion": "fuse-all", "block_size": BS, **kw})
+
+
+@pytest.fixture(scope="module")
+def five(dask_cluster):
+    """The session's cluster with five workers while this module runs."""
+    from distributed import Client
+
+    with Client(dask_cluster.scheduler_address) as c:
+        dask_cluster.scale(5)
+        c.wait_for_workers(5, timeout=60)
+        try:
+            yield dask_cluster.scheduler_address
+        finally:
+            dask_cluster.scale(2)
+            for _ in range(600):
+                if len(c.scheduler_info(n_workers=-1)["workers"]) == 2:
+                    break
+                c.sync(lambda: __import__("asyncio").sleep(0.05))
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    return run_dml(SCRIPT, outputs=OUTPUTS, cfg=_cfg(), out=io.StringIO())
+
+
+def _captured(scheduler: str, monkeypatch) -> list[tuple]:
+    """Each outer operator's call (plan, reference, access, main, args, choice) in a Dask run of
+    SCRIPT, its inputs kept alive."""
+    calls: list[tuple] = []
+    real = fused_outer.run
+
+    def spy(be, plan, ref, acc, main, args, choice, **kw):
+        calls.append((plan, ref, acc, main, args, choice))
+        return real(be, plan, ref, acc, main, args, choice, **kw)
+
+    monkeypatch.setattr(fused_outer, "run", spy)
+    run_dml(SCRIPT, outputs=OUTPUTS, cfg=_cfg(scheduler), out=io.StringIO())
+    monkeypatch.setattr(fused_outer, "run", real)
+    assert len(calls) == 3
+    return calls
+
+
+def _moved_to(client, args: tuple, where) -> tuple:
+    """``args`` with every distributed input's blocks gathered and scattered again, block (i, j) of
+    input ``pos`` to worker ``where(pos, i, j)`` (a scatter moves nothing between workers)."""
+    out = []
+    for pos, a in enumerate(args):
+        if not isinstance(a, Blocked):
+            out.append(a)
+            continue
+        keys = a.grid()
+        vals = client.gather([a.blocks[k] for k in keys])
+        m = Blocked(a.rows, a.cols, a.bs)
+        for k, v in zip(keys, vals):
+            m.blocks[k] = client.scatter(v, workers=[where(pos, *k)], hash=False)
+        out.append(m)
+    return tuple(out)
+
+
+def _run(be: DaskBackend, call: tuple, args: tuple, choice, layout, pin: bool = True):
+    plan, ref, acc, main, _, _ = call
+    main = args[next(p for p, a in acc.items() if a == "main")]
+    got = fused_outer.measured(be, plan, choice, args,
+                               lambda: fused_outer.run(be, plan, ref, acc, main, args, choice, layout, pin))
+    _, _, model, moved = be.counters.fused[-1]
+    return got, model, moved
+
+
+def _value(be: DaskBackend, got) -> np.ndarray:
+    return common.dense(be.collect(got)) if isinstance(got, Blocked) else np.asarray(got)
+
+
+@pytest.mark.parametrize("pqr", [(2, 1, 1), (1, 2, 1), (1, 1, 2), (2, 2, 1), (2, 1, 2)])
+def test_one_task_per_worker_moves_the_papers_bytes(five, local, monkeypatch, pqr):
+    cfg = _cfg(five, stats=True)
+    be = DaskBackend(cfg)
+    client = be.client()
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    holder, others = workers[0], workers[1:]
+    call = _captured(five, monkeypatch)[0]  # o1: sum(S * log(U %*% t(V) + 1e-15))
+    plan, _, acc, main, args, _ = call
+    args = _moved_to(client, args, lambda pos, i, j: holder)
+    pos = {a: p for p, a in acc.items()}
+    X, U, V = (args[pos[a]] for a in ("main", "outer_u", "outer_v"))
+    choice = fusedstrategy.FusedChoice("cfo", pqr, 0.0, 0.0, 0.0, 0.0)
+    P, Q, R = (min(n, g) for n, g in zip(pqr, (X.nrb, X.ncb, U.ncb)))
+    tasks = [(p, q, r) for p in range(P) for q in range(Q) for r in range(R)]
+    layout = dict(zip(tasks, others))
+    got, _, moved = _run(be, call, args, choice, layout)
+
+    def size(m: Blocked) -> float:
+        return float(sum(client.nbytes([f.key for f in m.blocks.values()], summary=False).values()))
+
+    rc, cc = fused_outer.cuts(X.nrb, P), fused_outer.cuts(X.ncb, Q)
+    xs = dict(zip(X.grid(), client.gather([X.blocks[k] for k in X.grid()])))
+    from dask.sizeof import sizeof
+
+    # the aggregation: per piece, R - 1 partial products (X's pattern) move to the piece's first task
+    partial = sum(sizeof(B.grid(rc[p + 1] - rc[p], cc[q + 1] - cc[q],
+                                *[xs[(i, j)] for i in range(rc[p], rc[p + 1]) for j in range(cc[q], cc[q + 1])]))
+                  for p in range(P) for q in range(Q))
+    paper = R * size(X) + Q * size(U) + P * size(V) + (R - 1) * partial
+    assert moved == pytest.approx(paper, rel=0.01), (moved, paper)
+    assert float(got) == pytest.approx(float(local["o1"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_any_placement_moves_the_worker_level_models_bytes(five, local, monkeypatch, seed):
+    rng = random.Random(seed)
+    cfg = _cfg(five, stats=True)
+    be = DaskBackend(cfg)
+    client = be.client()
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    calls = _captured(five, monkeypatch)
+    name, call = rng.choice(list(zip(OUTPUTS, calls)))
+    plan, _, acc, main, args, _ = call
+    args = _moved_to(client, args, lambda pos, i, j: rng.choice(workers))
+    U = args[next(p for p, a in acc.items() if a == "outer_u")]
+    pqr = (rng.randint(1, main.nrb), rng.randint(1, main.ncb), rng.randint(1, U.ncb))
+    choice = fusedstrategy.FusedChoice("cfo", pqr, 0.0, 0.0, 0.0, 0.0)
+    P, Q, R = (min(n, g) for n, g in zip(pqr, (main.nrb, main.ncb, U.ncb)))
+    layout = {(p, q, r): rng.choice(workers) for p in range(P) for q in range(Q) for r in range(R)}
+    got, model, moved = _run(be, call, args, choice, layout)
+    assert moved == pytest.approx(model, rel=0.05), (name, pqr, moved, model)
+    assert moved > 0, (name, pqr)
+    np.testing.assert_allclose(_value(be, got), common.dense(local[name]), rtol=1e-9, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind,pqr", [("cfo", (2, 1, 1)), ("cfo", (3, 1, 2)), ("rfo", (6, 5, 1)), ("bfo", (2, 1, 1))])
+def test_unpinned_tasks_stay_near_the_planned_placements_model(dask_scheduler, local, monkeypatch, kind, pqr):
+    """Two workers, the inputs where the run computed them."""
+    cfg = _cfg(dask_scheduler, stats=True)
+    be = DaskBackend(cfg)
+    call = _captured(dask_scheduler, monkeypatch)[0]
+    plan, _, acc, main, args, _ = call
+    choice = fusedstrategy.FusedChoice(kind, pqr, 0.0, 0.0, 0.0, 0.0)
+    got, model, moved = _run(be, call, args, choice, None, pin=False)
+    assert moved == pytest.approx(model, rel=0.20, abs=2048), (kind, pqr, moved, model)
+    assert float(got) == pytest.approx(float(local["o1"]), rel=1e-9)
