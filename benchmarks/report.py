@@ -755,7 +755,9 @@ def fuseme_table(doc: Doc, rows: list[dict[str, Any]], lab: Callable[[str], str]
             return f"{sig3(e.get('time'))} s, {_mb(c.get('shuffle_write_bytes'))} MB shuffled"
         text = f"{sig3(e.get('time'))} s, {_mb(c.get('moved_bytes'))} MB"
         if c.get("operator"):
-            text += f" (model {_mb(c.get('model_bytes'))} MB; {c['operator']})"
+            worker = c.get("worker_model_bytes")
+            text += (f" (model {_mb(c.get('model_bytes'))} MB" + (f", worker model {_mb(worker)} MB" if worker is not None
+                                                                   else "") + f"; {c['operator']})")
         if str(e.get("check") or "ok") != "ok":
             text += " ⚠ " + cell_text(str(e.get("check")))
         return text
@@ -764,9 +766,10 @@ def fuseme_table(doc: Doc, rows: list[dict[str, Any]], lab: Callable[[str], str]
                   "`--exec dask --fusion fuse-all --dist-fused KIND` (cost: the cuboid model's choice; bfo, rfo, "
                   "cfo forced) and the plan unfused on Dask (`--no-codegen`), beside dask.array and SystemDS "
                   "-exec spark from the rows above: warm median time, MB moved between workers per run (the "
-                  "workers' counters) and, for a fused operator, the model's estimate of what its consolidation "
-                  "moves (every input block counted as sent, as on Spark; a Dask worker that already holds a "
-                  "block fetches nothing) with the operator and (P,Q,R) it ran. Goals: CFO moves no more than "
+                  "workers' counters) and, for a fused operator, paper 004's estimate of what its consolidation "
+                  "moves (every input block counted as sent to each task, as on Spark), the worker-level model "
+                  "of the placement it ran (each value once to each worker that reads it and does not hold it: "
+                  "Dask's workers keep what they fetched) and the operator and (P,Q,R). Goals: CFO moves no more than "
                   "min(BFO, RFO), the cost-chosen operator within 10% of the fastest forced one, every forced "
                   "operator faster than SystemDS -exec spark.", ""]
     doc.lines += table(["workload"] + [lab(k) for k in FUSEME] + ["verdict"],

@@ -175,7 +175,7 @@ def test_any_placement_moves_the_worker_level_models_bytes(five, local, monkeypa
 
 @pytest.mark.parametrize("kind,pqr", [("cfo", (2, 1, 1)), ("cfo", (3, 1, 2)), ("rfo", (6, 5, 1)), ("bfo", (2, 1, 1))])
 def test_unpinned_tasks_stay_near_the_planned_placements_model(dask_scheduler, local, monkeypatch, kind, pqr):
-    """Two workers, the inputs where the run computed them."""
+    """The inputs where the run computed them."""
     cfg = _cfg(dask_scheduler, stats=True)
     be = DaskBackend(cfg)
     call = _captured(dask_scheduler, monkeypatch)[0]
@@ -184,3 +184,28 @@ def test_unpinned_tasks_stay_near_the_planned_placements_model(dask_scheduler, l
     got, model, moved = _run(be, call, args, choice, None, pin=False)
     assert moved == pytest.approx(model, rel=0.20, abs=2048), (kind, pqr, moved, model)
     assert float(got) == pytest.approx(float(local["o1"]), rel=1e-9)
+
+
+def test_default_placement_follows_the_operator(five, monkeypatch):
+    """rfo: each task on the worker holding its block of X; cfo: one contiguous run of cuboids per
+    worker, distinct workers, the first run on a worker holding the most of what it reads."""
+    rng = random.Random(3)
+    be = DaskBackend(_cfg(five))
+    client = be.client()
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    plan, ref, acc, main, args, _ = _captured(five, monkeypatch)[0]
+    args = _moved_to(client, args, lambda pos, i, j: rng.choice(workers))
+    main = args[next(p for p, a in acc.items() if a == "main")]
+    holder = {f.key: w[0] for f in main.blocks.values() for w in [client.who_has([f])[f.key]]}
+    rfo = fusedstrategy.FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
+    _, sh = fused_outer.run(be, plan, ref, acc, main, args, rfo)
+    tasks = [(w, [k for k in reads if k in holder]) for _, w, reads in sh.calls]
+    tasks = [(w, xs) for w, xs in tasks if xs]
+    assert len(tasks) == main.nrb * main.ncb
+    assert all(xs == [xs[0]] and w == holder[xs[0]] for w, xs in tasks), tasks
+    cfo = fusedstrategy.FusedChoice("cfo", (3, 2, 1), 0.0, 0.0, 0.0, 0.0)
+    _, sh = fused_outer.run(be, plan, ref, acc, main, args, cfo)
+    pasted = {key for key, _, reads in sh.calls if set(reads) & set(holder)}  # (X's pieces, pasted)
+    seq = [w for _, w, reads in sh.calls if set(reads) & pasted]  # the cuboids' tasks, in (p, q, r) order
+    runs = [w for n, w in enumerate(seq) if n == 0 or w != seq[n - 1]]
+    assert len(seq) == 6 and len(runs) == len(set(runs)) == min(len(workers), 6), seq

@@ -131,11 +131,10 @@ def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task]
 
     No worker known (a cluster that does not answer): None, Dask places the task."""
     c = be.client()
-    workers = sorted(monitor.safe(lambda: c.scheduler_info(n_workers=-1)["workers"], {}))
+    keys = {getattr(f, "key", None) for t in tasks for f in reads(t)} - {None}
+    workers, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), ([], {}))
     if not workers:
         return dict.fromkeys(tasks)
-    keys = {getattr(f, "key", None) for t in tasks for f in reads(t)} - {None}
-    known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), {})
     n = len(workers)
     runs: list[list[Task]] = [[] for _ in range(min(n, len(tasks)))]
     for t, task in enumerate(tasks):
@@ -244,7 +243,7 @@ def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, inputs:
     c = be.client()
     ins = [f.key for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()]
     be.wait_all([f for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()])
-    known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=ins), {})
+    _, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=ins), ([], {}))
     before = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     with get_task_stream(client=c) as stream:
         out, sh = compute()

@@ -74,14 +74,15 @@ def prefix_times(dask_scheduler: Any) -> dict[str, float]:
             if name.startswith(KEY_HEAD + ".")}
 
 
-def held(dask_scheduler: Any, keys: list[Any]) -> dict[Any, tuple[int, list[str]]]:
-    """Size and holders of each of ``keys`` the scheduler knows (a key it forgot: left out)."""
+def held(dask_scheduler: Any, keys: list[Any]) -> tuple[list[str], dict[Any, tuple[int, list[str]]]]:
+    """The running workers, and the size and holders of each of ``keys`` the scheduler knows (a key
+    it forgot: left out): what placing a fused operator's tasks asks, in one call."""
     out = {}
     for k in keys:
         ts = dask_scheduler.tasks.get(k)
         if ts is not None:
             out[k] = (int(ts.nbytes), sorted(ws.address for ws in ts.who_has or ()))
-    return out
+    return sorted(ws.address for ws in dask_scheduler.running), out
 
 
 def cluster_state(dask_scheduler: Any) -> dict[str, Any]:
