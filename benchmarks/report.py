@@ -730,6 +730,7 @@ def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
                      f"{len(rows)}" if forced else "")
                   + f"; section time {sig3(sec.get('seconds'))} s."]
     fuseme_table(doc, rows, lab, name, sys_entry)
+    memory_table(doc, sec.get("fuseme_memory"), lab)
     doc.lines += notes.lines()
 
 
@@ -775,6 +776,35 @@ def fuseme_table(doc: Doc, rows: list[dict[str, Any]], lab: Callable[[str], str]
     doc.lines += table(["workload"] + [lab(k) for k in FUSEME] + ["verdict"],
                        [[name(r)] + [cell(r, k) for k in FUSEME] + [cell_text(str(r.get("verdict_fuseme")))]
                         for r in rows])
+
+
+def memory_table(doc: Doc, row: dict[str, Any] | None, lab: Callable[[str], str]) -> None:
+    """Paper 004's memory case (benchmarks/fuseme_memory.py): BFO against CFO where U and V whole do
+    not fit a task's budget."""
+    if not row:
+        return
+
+    def cell(e: dict[str, Any]) -> str:
+        if e.get("error"):
+            return "failed: " + cell_text(str(e["error"])[:120])
+        c = e.get("counts") or {}
+        text = f"{sig3(e.get('time'))} s"
+        if c.get("operator"):
+            text += (f", {_mb(c.get('moved_bytes'))} MB moved, {_mb(c.get('spilled_bytes'))} MB spilled "
+                     f"({c['operator']}; model {_mb(c.get('model_bytes'))} MB, worker model "
+                     f"{_mb(c.get('worker_model_bytes'))} MB)")
+        if str(e.get("check") or "ok") != "ok":
+            text += " ⚠ " + cell_text(str(e.get("check")))
+        return text
+
+    systems = row.get("systems") or {}
+    doc.lines += ["", "### Paper 004's memory case: U and V beyond a task's budget", "",
+                  f"`benchmarks/fuseme_memory.py`: {cell_text(row.get('title'))}, {cell_text(row.get('shape_str'))}, "
+                  f"{row.get('workers')} workers of {row.get('worker_memory')}; per run (second of {row.get('runs')}): "
+                  "time, MB moved between workers and spilled to disk (the workers' counters, the inputs' read "
+                  "included). Goal: BFO fails or spills, CFO completes with the local result.", ""]
+    doc.lines += table([lab(k) for k in systems] + ["verdict"],
+                       [[cell(e) for e in systems.values()] + [cell_text(str(row.get("verdict")))]])
 
 
 def report_command(sec: dict[str, Any]) -> str:

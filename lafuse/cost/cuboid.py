@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lafuse.cost.constants import TASK_MEMORY_FRACTION
+
 if TYPE_CHECKING:
     from lafuse.cost.profile import HardwareProfile
 
@@ -93,11 +95,12 @@ class Cluster:
 
 
 def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1) -> Cluster:
-    """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing a
-    worker's memory, the profile's worker-to-worker bandwidth (``lafuse calibrate``) and its BLAS rate
-    per core times the threads."""
+    """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing
+    TASK_MEMORY_FRACTION of a worker's memory, the profile's worker-to-worker bandwidth (``lafuse
+    calibrate``) and its BLAS rate per core times the threads."""
     per_core = prof.blas_flops / max(1, prof.threads)
-    return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads), task_memory=worker_bytes / max(1, threads),
+    return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads),
+                   task_memory=TASK_MEMORY_FRACTION * worker_bytes / max(1, threads),
                    net_bw=prof.net_bw, compute_bw=per_core * max(1, threads))
 
 

@@ -18,14 +18,16 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import dist_section as db  # noqa: E402
+import fuseme_memory  # noqa: E402
 from dist_dask_array import SyncClient  # noqa: E402
 from harness import DataSet, parse_script_output, rel_diff, write_lafuse  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
-TINY = {"gnmf": (60, 40), "l2svm": (300, 12), "alscg": (50, 40), "outer-log": (50, 40)}
+TINY = {"gnmf": (60, 40), "l2svm": (300, 12), "alscg": (50, 40), "outer-log": (50, 40), "outer-log-wide": (60, 50),
+        "outer-log-memory": (40, 30)}
 
 
-@pytest.mark.parametrize("w", db.WORKLOADS, ids=lambda w: w.key)
+@pytest.mark.parametrize("w", [*db.WORKLOADS, fuseme_memory.WORKLOAD], ids=lambda w: w.key)
 def test_dml_and_dask_array_agree(w: db.DistWorkload, tmp_path: Path) -> None:
     n, m = TINY[w.key]
     w = dataclasses.replace(w, sizes={"fits": (n, m), "spills": (n, m)}, bs=16)  # several blocks each way
@@ -88,3 +90,17 @@ def test_fuseme_verdict_names_each_missed_goal() -> None:
     assert "lafuse RFO 1.33x SystemDS -exec spark" in got
     bad["systems"]["lafuse-bfo"]["time"] = None
     assert "lafuse BFO failed" in db.fuseme_verdict(bad)
+
+
+def test_memory_case_verdict() -> None:
+    """BFO must fail or spill; CFO and the cost-chosen operator complete with the local result."""
+    def e(spilled: float = 0.0, error: str | None = None, check: str = "ok") -> dict:
+        return {"error": error, "check": check, "counts": {"spilled_bytes": spilled}}
+
+    ok = {"lafuse-cfo": e(), "lafuse-cost": e()}
+    assert fuseme_memory.verdict({"lafuse-bfo": e(spilled=1e9), **ok}) == "met"
+    assert fuseme_memory.verdict({"lafuse-bfo": e(error="ran out of memory"), **ok}) == "met"
+    assert fuseme_memory.verdict({"lafuse-bfo": e(), **ok}) == "missed: BFO completed without spilling"
+    got = fuseme_memory.verdict({"lafuse-bfo": e(error="x"), "lafuse-cfo": e(check="MISMATCH rel 1e-3"),
+                                 "lafuse-cost": e()})
+    assert got == "missed: lafuse CFO: MISMATCH rel 1e-3", got
