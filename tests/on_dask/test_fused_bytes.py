@@ -209,3 +209,30 @@ def test_default_placement_follows_the_operator(five, monkeypatch):
     seq = [w for _, w, reads in sh.calls if set(reads) & pasted]  # the cuboids' tasks, in (p, q, r) order
     runs = [w for n, w in enumerate(seq) if n == 0 or w != seq[n - 1]]
     assert len(seq) == 6 and len(runs) == len(set(runs)) == min(len(workers), 6), seq
+
+
+def test_a_loop_pastes_its_pieces_once(five, local, monkeypatch):
+    """The second run of an operator on the same matrices reads the pieces the first one pasted
+    (DaskBackend.pieces_of); once a matrix is gone, so are its pieces."""
+    import gc
+
+    be = DaskBackend(_cfg(five, stats=True))
+    client = be.client()
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    call = _captured(five, monkeypatch)[0]
+    plan, ref, acc, main, args, _ = call
+    args = _moved_to(client, args, lambda pos, i, j: workers[(i + j) % len(workers)])
+    choice = fusedstrategy.FusedChoice("cfo", (2, 1, 2), 0.0, 0.0, 0.0, 0.0)
+    firsts = [_run(be, call, args, choice, None) for _ in range(2)]
+    assert [float(g) for g, _, _ in firsts] == pytest.approx([float(local["o1"])] * 2, rel=1e-9)
+    # the second run moves only the partial products to their piece's worker (the aggregation)
+    assert firsts[1][2] == pytest.approx(firsts[1][1], rel=0.05) and firsts[1][2] < firsts[0][2] / 5, firsts
+    raw = {f.key for a in args if isinstance(a, Blocked) for f in a.blocks.values()}
+    main = args[next(p for p, a in acc.items() if a == "main")]
+    _, sh = fused_outer.run(be, plan, ref, acc, main, args, choice)
+    assert sh.calls and not any(set(reads) & raw for _, _, reads in sh.calls)  # (only pieces read)
+    kept = {id(a) for a in args if isinstance(a, Blocked)} & set(be._pieces)
+    assert kept
+    del args, main, sh
+    gc.collect()
+    assert not kept & set(be._pieces)

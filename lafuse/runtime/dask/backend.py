@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,7 @@ class DaskBackend:
         self._client: Any = None
         self._started = time.time()
         self._inflight: deque[Any] = deque()  # the tasks submitted, oldest first (_throttle)
+        self._pieces: dict[int, dict[Any, Any]] = {}  # id of a distributed matrix -> its pasted pieces
 
     @functools.cached_property
     def blocks(self) -> Any:
@@ -229,6 +231,17 @@ class DaskBackend:
         if len(q) > limit:
             oldest = [q.popleft() for _ in range(len(q) - limit // 2)]
             self._wait(self.client(), oldest)
+
+    def pieces_of(self, x: Blocked) -> dict[Any, Any]:
+        """The pasted pieces of ``x`` (block range and worker -> future) the fused operators made, kept
+        while ``x`` lives: its blocks never change, so a loop's operator pastes its pieces once, not
+        per iteration (SystemDS keeps a broadcast for the same reason). The price: a worker holds a
+        pasted piece beside the blocks it was pasted from (cost.constants.TASK_MEMORY_FRACTION)."""
+        got = self._pieces.get(id(x))
+        if got is None:
+            got = self._pieces[id(x)] = {}
+            weakref.finalize(x, self._pieces.pop, id(x), None)
+        return got
 
     def workers_memory(self) -> tuple[int, float]:
         """The cluster's workers and the smallest memory limit among them in bytes (0: unlimited)."""

@@ -45,7 +45,8 @@ Task = tuple[int, int, int]  # (p, q, r): a cuboid of the (i, j, k) product spac
 
 class Pieces:
     """Pasted pieces of distributed matrices (a cuboid's, a row panel, a whole side input), each
-    assembled by one task and shared by the tasks that read it; sparse blocks stay sparse.
+    assembled by one task and shared by the tasks that read it, kept while the matrix lives
+    (``DaskBackend.pieces_of``: a loop pastes once); sparse blocks stay sparse.
 
     With ``pin``, a piece is pasted on the worker of the task that reads it and every task goes to the
     worker it is given (a loose restriction: another worker if that one is gone), so the bytes that
@@ -55,7 +56,6 @@ class Pieces:
     def __init__(self, be: DaskBackend, pin: bool = False) -> None:
         self.be = be
         self.pin = pin
-        self.memo: dict[tuple[int, int, int, int, int, str | None], Any] = {}
         self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
 
     def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -73,11 +73,12 @@ class Pieces:
             return x
         if i1 - i0 == 1 and j1 - j0 == 1:
             return x.blocks[(i0, j0)]
-        key = (id(x), i0, i1, j0, j1, worker if self.pin else None)
-        if key not in self.memo:
+        kept = self.be.pieces_of(x)
+        key = (i0, i1, j0, j1, worker if self.pin else None)
+        if key not in kept:
             grid = [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)]
-            self.memo[key] = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
-        return self.memo[key]
+            kept[key] = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
+        return kept[key]
 
     def rows(self, x: Any, i0: int, i1: int, worker: str | None = None) -> Any:
         return self.get(x, i0, i1, 0, x.ncb, worker) if isinstance(x, Blocked) else x
@@ -93,7 +94,8 @@ class Pieces:
         """Bytes the workers move for the recorded tasks: each value once to every worker that reads
         it and does not hold it (Dask's workers keep what they fetched; paper 004's formula counts per
         task, which is this when each task has a worker of its own). ``holders``: the workers holding
-        each input before the operator ran; ``sizes``: every value's bytes; ``ran``: the worker each
+        each input before the operator ran; ``sizes``: every value's bytes (a piece an earlier run
+        pasted on the worker that reads it again has none: it moves nothing); ``ran``: the worker each
         task ran on (default: the one it was meant for)."""
         ran = ran or {}
         where = {key: ran.get(key, w) for key, w, _ in self.calls}
