@@ -736,10 +736,6 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
             cluster.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    if only is None or "outer-log-memory" in only:  # (a cluster of its own, with more memory)
-        import fuseme_memory
-
-        section["fuseme_memory"] = fuseme_memory.run(progress)
     section["seconds"] = time.perf_counter() - t_start
     return section
 
@@ -761,8 +757,7 @@ def summary_line(row: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer runs per process (make bench)")
-    ap.add_argument("--only", action="append", default=None,
-                    help="workloads: " + ", ".join(BY_KEY) + ", outer-log-memory (benchmarks/fuseme_memory.py)")
+    ap.add_argument("--only", action="append", default=None, help="workloads: " + ", ".join(BY_KEY))
     ap.add_argument("--sizes", default="fits,spills")
     ap.add_argument("--worker-memory", default=DEFAULT_WORKER_MEMORY)
     ap.add_argument("--no-systemds", action="store_true")

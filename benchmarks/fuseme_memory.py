@@ -3,13 +3,15 @@
 The outer-product loss ``sum(X * log(U %*% t(V) + 1e-15))`` at n = 30000, rank 1024 (U and V 234 MiB
 each, X sparse 0.001) on two workers of 1.5 GiB: the broadcast operator (BFO) sends U and V whole to
 each task (474 MiB of pieces per task), the cuboid operator (CFO) pieces of them, and the model's
-task budget (cost.constants.TASK_MEMORY_FRACTION of a worker, 483 MB) holds the latter only. At
-1 GiB both spill, and BFO failed in one of two tries (its workers restarted for their memory). Goal (paper 004 §6): BFO fails or spills, CFO
+task budget (cost.constants.TASK_MEMORY_FRACTION of a worker, 483 MB) holds the latter only.
+Measured here the outcome varies with Dask's spilling: at 1 GiB BFO once failed (its workers
+restarted for their memory) and otherwise spilled 0.95-2.3 GB a run against CFO's 1.3-1.4 GB; at
+1.5 GiB both spill little once pieces are kept between runs. Goal (paper 004 §6): BFO fails or spills (more than CFO), CFO
 completes with the local result. Rows: lafuse local (the reference), lafuse with BFO, CFO and the
 cost-chosen operator forced on a cluster of its own (``dist_section.Cluster``), two runs each; time,
 bytes moved between workers, bytes spilled, the operator and its model estimates, or the error.
 
-Run by the distributed section (``dist_section.run_section``), or alone:
+Run by ``make bench`` after the distributed section (``suite.py``), or alone:
     .venv/bin/python benchmarks/fuseme_memory.py [--json PATH]
 """
 
@@ -47,14 +49,16 @@ WORKLOAD = D.DistWorkload("outer-log-memory", "sum(X*log(U%*%t(V)+1e-15)), U and
 
 
 def verdict(systems: dict[str, dict[str, Any]]) -> str:
-    """BFO failed or spilled; CFO and the cost-chosen operator completed with the local result."""
+    """BFO failed, or spilled more than CFO (every run spills some: the workers' reads of the inputs);
+    CFO and the cost-chosen operator completed with the local result."""
     def spilled(k: str) -> float:
         return float(((systems.get(k) or {}).get("counts") or {}).get("spilled_bytes") or 0.0)
 
     missed = []
     bfo = systems.get("lafuse-bfo") or {}
-    if not (bfo.get("error") or spilled("lafuse-bfo") > 0):
-        missed.append("BFO completed without spilling")
+    if not (bfo.get("error") or spilled("lafuse-bfo") > spilled("lafuse-cfo")):
+        missed.append(f"BFO completed, spilling {spilled('lafuse-bfo') / 1e6:.0f} MB a run against CFO's "
+                      f"{spilled('lafuse-cfo') / 1e6:.0f} MB")
     for k in ("lafuse-cfo", "lafuse-cost"):
         e = systems.get(k) or {}
         if e.get("error") or e.get("check") != "ok":

@@ -233,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         report["distributed"]["command"] = report["command"]
         for r in report["distributed"]["rows"]:
             console.print(dist_section.summary_line(r))
+        import fuseme_memory  # (paper 004's memory case: a cluster of its own, with more memory)
+
+        with console.status("distributed: paper 004's memory case") as status:
+            report["distributed"]["fuseme_memory"] = fuseme_memory.run(
+                lambda msg: status.update(f"distributed: {msg}"))
     report["total_seconds"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
     import json

@@ -34,9 +34,9 @@ DASK_TASK_TIME = 1.7e-3  # s per task of a distributed instruction
 DASK_TRANSFER_BW = 1.4e9  # bytes/s, a block moved between this process and a worker
 # of a Dask worker's memory limit a fused operator's task may plan to hold (theta_t, paper 004 §3.3):
 # the worker spills from distributed's target of 0.6, and a task's pieces count twice there (the
-# fetched blocks and the piece pasted from them); measured at 2 workers of 1.5 GiB, n = 30000, rank
-# 1024 (benchmarks/fuseme_memory.py): the broadcast operator (474 MiB of pieces per task) spilled
-# 1.0-1.1 GB per run, the cuboid one at (1, 1, 2) (245 MiB) 0.47-0.50 GB, the inputs' reads included
+# fetched blocks and the piece pasted from them). Not calibrated: benchmarks/fuseme_memory.py (2
+# workers, U and V 234 MiB each) saw the broadcast operator fail once at 1 GiB and spill 0.95-2.3 GB a
+# run otherwise, the cuboid one 1.3-1.4 GB; at 1.5 GiB the two spilled alike
 TASK_MEMORY_FRACTION = 0.3
 DEFAULT_NET_BW = 1.4e9  # bytes/s, a block one Dask worker fetches from another (calibrate measured 2.9e9 on loopback here)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)

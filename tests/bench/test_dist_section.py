@@ -93,14 +93,16 @@ def test_fuseme_verdict_names_each_missed_goal() -> None:
 
 
 def test_memory_case_verdict() -> None:
-    """BFO must fail or spill; CFO and the cost-chosen operator complete with the local result."""
+    """BFO must fail or spill more than CFO; CFO and the cost-chosen operator complete with the local
+    result."""
     def e(spilled: float = 0.0, error: str | None = None, check: str = "ok") -> dict:
         return {"error": error, "check": check, "counts": {"spilled_bytes": spilled}}
 
-    ok = {"lafuse-cfo": e(), "lafuse-cost": e()}
+    ok = {"lafuse-cfo": e(spilled=1e8), "lafuse-cost": e()}
     assert fuseme_memory.verdict({"lafuse-bfo": e(spilled=1e9), **ok}) == "met"
     assert fuseme_memory.verdict({"lafuse-bfo": e(error="ran out of memory"), **ok}) == "met"
-    assert fuseme_memory.verdict({"lafuse-bfo": e(), **ok}) == "missed: BFO completed without spilling"
+    assert fuseme_memory.verdict({"lafuse-bfo": e(spilled=1e8), **ok}) == (
+        "missed: BFO completed, spilling 100 MB a run against CFO's 100 MB")
     got = fuseme_memory.verdict({"lafuse-bfo": e(error="x"), "lafuse-cfo": e(check="MISMATCH rel 1e-3"),
                                  "lafuse-cost": e()})
     assert got == "missed: lafuse CFO: MISMATCH rel 1e-3", got

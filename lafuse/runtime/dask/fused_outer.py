@@ -45,8 +45,8 @@ Task = tuple[int, int, int]  # (p, q, r): a cuboid of the (i, j, k) product spac
 
 class Pieces:
     """Pasted pieces of distributed matrices (a cuboid's, a row panel, a whole side input), each
-    assembled by one task and shared by the tasks that read it, kept while the matrix lives
-    (``DaskBackend.pieces_of``: a loop pastes once); sparse blocks stay sparse.
+    assembled by one task and shared by the tasks that read it; a small one kept while the matrix
+    lives (``DaskBackend.pieces_of``: a loop pastes it once); sparse blocks stay sparse.
 
     With ``pin``, a piece is pasted on the worker of the task that reads it and every task goes to the
     worker it is given (a loose restriction: another worker if that one is gone), so the bytes that
@@ -57,6 +57,7 @@ class Pieces:
         self.be = be
         self.pin = pin
         self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
+        self.memo: dict[tuple[int, Any], Any] = {}  # pieces not kept (DaskBackend.may_keep): this run's
 
     def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
         kw: dict[str, Any] = {"workers": [worker], "allow_other_workers": True} if self.pin and worker else {}
@@ -75,10 +76,18 @@ class Pieces:
             return x.blocks[(i0, j0)]
         kept = self.be.pieces_of(x)
         key = (i0, i1, j0, j1, worker if self.pin else None)
-        if key not in kept:
+        if key in kept:
+            return kept[key]
+        if (id(x), key) not in self.memo:
             grid = [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)]
-            kept[key] = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
-        return kept[key]
+            f = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
+            rows = min(x.rows, i1 * x.bs) - i0 * x.bs
+            cols = min(x.cols, j1 * x.bs) - j0 * x.bs
+            if self.be.may_keep(x, key, worker, 8.0 * rows * cols):  # (dense: an upper bound)
+                kept[key] = f
+                return f
+            self.memo[(id(x), key)] = f
+        return self.memo[(id(x), key)]
 
     def rows(self, x: Any, i0: int, i1: int, worker: str | None = None) -> Any:
         return self.get(x, i0, i1, 0, x.ncb, worker) if isinstance(x, Blocked) else x
