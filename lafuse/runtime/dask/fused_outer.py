@@ -58,6 +58,7 @@ class Pieces:
         self.pin = pin
         self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
         self.memo: dict[tuple[int, Any], Any] = {}  # pieces not kept (DaskBackend.may_keep): this run's
+        self.sizes: dict[Any, float] = {}  # bytes of blocks, where the scheduler said (place)
 
     def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
         kw: dict[str, Any] = {"workers": [worker], "allow_other_workers": True} if self.pin and worker else {}
@@ -81,9 +82,11 @@ class Pieces:
         if (id(x), key) not in self.memo:
             grid = [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)]
             f = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
-            rows = min(x.rows, i1 * x.bs) - i0 * x.bs
-            cols = min(x.cols, j1 * x.bs) - j0 * x.bs
-            if self.be.may_keep(x, key, worker, 8.0 * rows * cols):  # (dense: an upper bound)
+            if all(b.key in self.sizes for b in grid):
+                nbytes = sum(self.sizes[b.key] for b in grid)
+            else:  # (dense: an upper bound)
+                nbytes = 8.0 * (min(x.rows, i1 * x.bs) - i0 * x.bs) * (min(x.cols, j1 * x.bs) - j0 * x.bs)
+            if self.be.may_keep(x, key, worker, nbytes):
                 kept[key] = f
                 return f
             self.memo[(id(x), key)] = f
@@ -131,8 +134,8 @@ class _At:
         return self.pieces.submit(self.worker, fn, *args)
 
 
-def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task], reads: Callable[[Task], list[Any]]
-          ) -> dict[Task, str | None]:
+def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task], reads: Callable[[Task], list[Any]],
+          sizes: dict[Any, float] | None = None) -> dict[Task, str | None]:
     """The worker of each task (paper 004 §3: a task per cuboid, the plan placing them):
 
     * ``rfo``: each task on a worker holding its block of X (Spark's locality for the partitions of
@@ -140,10 +143,13 @@ def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task]
     * ``bfo`` and ``cfo``: the tasks in (p, q, r) order cut into one contiguous run per worker (a run
       shares its U and V pieces), each run on the worker already holding most bytes of what it reads.
 
-    No worker known (a cluster that does not answer): None, Dask places the task."""
+    No worker known (a cluster that does not answer): None, Dask places the task. ``sizes`` receives
+    the bytes of each block the scheduler knows (what a piece pasted from them holds)."""
     c = be.client()
     keys = {getattr(f, "key", None) for t in tasks for f in reads(t)} - {None}
     workers, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), ([], {}))
+    if sizes is not None:
+        sizes.update({k: float(n) for k, (n, _) in known.items() if n >= 0})  # (-1: not computed yet)
     if not workers:
         return dict.fromkeys(tasks)
     n = len(workers)
@@ -220,7 +226,7 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
     if layout is None:
         layout = place(be, choice, main, tasks, lambda t: [f for pos, bd in bounds(*t).items()
-                                                           for f in blocks_of(args[pos], *bd)])
+                                                           for f in blocks_of(args[pos], *bd)], sh.sizes)
 
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]
