@@ -734,7 +734,8 @@ def distributed_section(doc: Doc, sec: dict[str, Any]) -> None:
     doc.lines += notes.lines()
 
 
-FUSEME = ("lafuse-cost", "lafuse-bfo", "lafuse-rfo", "lafuse-cfo", "lafuse-unfused", "dask-array", "sds-spark")
+FUSEME = ("lafuse-cost", "lafuse-bfo", "lafuse-rfo", "lafuse-cfo", "lafuse-unfused", "dask-array", "sds-spark",
+          "sds-spark-codegen")
 
 
 def fuseme_table(doc: Doc, rows: list[dict[str, Any]], lab: Callable[[str], str], name: Callable[..., str],
@@ -772,7 +773,7 @@ def fuseme_table(doc: Doc, rows: list[dict[str, Any]], lab: Callable[[str], str]
                   "of the placement it ran (each value once to each worker that reads it and does not hold it: "
                   "Dask's workers keep what they fetched) and the operator and (P,Q,R). Goals: CFO moves no more than "
                   "min(BFO, RFO), the cost-chosen operator within 10% of the fastest forced one, every forced "
-                  "operator faster than SystemDS -exec spark.", ""]
+                  "operator faster than SystemDS -exec spark (codegen off and on).", ""]
     doc.lines += table(["workload"] + [lab(k) for k in FUSEME] + ["verdict"],
                        [[name(r)] + [cell(r, k) for k in FUSEME] + [cell_text(str(r.get("verdict_fuseme")))]
                         for r in rows])

@@ -98,10 +98,6 @@ class Pieces:
     def whole(self, x: Any, worker: str | None = None) -> Any:
         return self.get(x, 0, x.nrb, 0, x.ncb, worker) if isinstance(x, Blocked) else x
 
-    def keys(self) -> set[Any]:
-        """Every value the recorded tasks read or make."""
-        return {k for key, _, reads in self.calls for k in (key, *reads)}
-
     def model(self, holders: dict[Any, set[str]], sizes: dict[Any, float], ran: dict[Any, str] | None = None) -> float:
         """Bytes the workers move for the recorded tasks: each value once to every worker that reads
         it and does not hold it (Dask's workers keep what they fetched; paper 004's formula counts per
