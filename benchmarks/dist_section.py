@@ -749,6 +749,15 @@ def _json_default(o: Any) -> Any:
     return o.item() if isinstance(o, np.generic) else str(o)
 
 
+def emit(result: dict[str, Any], path: str | None) -> None:
+    """A command's results as JSON: into ``path``, or on stdout without one."""
+    text = json.dumps(result, indent=1, default=_json_default)
+    if path:
+        Path(path).write_text(text)
+    else:
+        print(text)
+
+
 def summary_line(row: dict[str, Any]) -> str:
     parts = []
     for k, e in row["systems"].items():
@@ -783,11 +792,7 @@ def main(argv: list[str] | None = None) -> int:
     sec = run_section(a.quick, only, tuple(a.sizes.split(",")), a.worker_memory, not a.no_systemds,
                       timeout=a.timeout or (QUICK_TIMEOUT if a.quick else TIMEOUT),
                       partial=Path(a.json + ".partial") if a.json else None)
-    text = json.dumps(sec, indent=1, default=_json_default)
-    if a.json:
-        Path(a.json).write_text(text)
-    else:
-        print(text)
+    emit(sec, a.json)
     return 0
 
 

@@ -18,7 +18,6 @@ Run by ``make bench`` after the distributed section (``suite.py``), or alone:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -118,12 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None, help="write the row's JSON here")
     a = ap.parse_args(argv)
-    row = run()
-    text = json.dumps(row, indent=1, default=D._json_default)
-    if a.json:
-        Path(a.json).write_text(text)
-    else:
-        print(text)
+    D.emit(run(), a.json)
     return 0
 
 

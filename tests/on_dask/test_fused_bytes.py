@@ -220,7 +220,7 @@ def test_default_placement_follows_the_operator(five, monkeypatch):
 
 def test_a_loop_pastes_its_pieces_once(five, local, monkeypatch):
     """The second run of an operator on the same matrices reads the pieces the first one pasted
-    (DaskBackend.pieces_of); once a matrix is gone, so are its pieces."""
+    (DaskBackend.keep_piece); once a matrix is gone, so are its pieces."""
     import gc
 
     be = DaskBackend(_cfg(five, stats=True))

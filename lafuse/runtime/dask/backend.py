@@ -35,7 +35,7 @@ CHECK_EVERY = 1.0  # s between looks at the cluster's state while a wait lasts
 STALL_SECONDS = 15.0  # s with no worker able to run a task, and no progress, before a wait gives up
 KEEP_COLLECTED = 16 << 20  # bytes: a collected value this small stays with its distributed one (collect)
 IN_FLIGHT = 16  # tasks per worker submitted ahead of the cluster before a submission waits (_throttle)
-KEEP_PIECES_FRACTION = 0.1  # of a worker's memory the pasted pieces kept there may take (may_keep)
+KEEP_PIECES_FRACTION = 0.1  # of a worker's memory the pasted pieces kept there may take (keep_piece)
 
 
 @dataclass
@@ -106,8 +106,8 @@ class DaskBackend:
         self._client: Any = None
         self._started = time.time()
         self._inflight: deque[Any] = deque()  # the tasks submitted, oldest first (_throttle)
-        self._pieces: dict[int, dict[Any, Any]] = {}  # id of a distributed matrix -> its kept pieces
-        self._kept_size: dict[tuple[int, Any], tuple[str | None, float]] = {}  # (matrix, piece) -> where, bytes
+        # id of a distributed matrix -> its kept pieces: block range and worker -> (future, worker, bytes)
+        self._pieces: dict[int, dict[Any, tuple[Any, str | None, float]]] = {}
         self._kept_bytes: dict[str | None, float] = {}  # worker -> bytes of the pieces kept there
 
     @functools.cached_property
@@ -236,31 +236,33 @@ class DaskBackend:
             oldest = [q.popleft() for _ in range(len(q) - limit // 2)]
             self._wait(self.client(), oldest)
 
-    def pieces_of(self, x: Blocked) -> dict[Any, Any]:
-        """The pasted pieces of ``x`` (block range and worker -> future) the fused operators keep
-        while ``x`` lives (:meth:`may_keep`): its blocks never change, so a loop's operator pastes
-        such a piece once, not per iteration (SystemDS keeps a broadcast for the same reason)."""
-        got = self._pieces.get(id(x))
-        if got is None:
-            got = self._pieces[id(x)] = {}
-            weakref.finalize(x, self._drop_pieces, id(x))
-        return got
+    def kept_piece(self, x: Blocked, key: Any) -> Any:
+        """A pasted piece of ``x`` (block range and worker) a fused operator kept (:meth:`keep_piece`),
+        or None: ``x``'s blocks never change, so a loop's operator pastes such a piece once, not per
+        iteration (SystemDS keeps a broadcast for the same reason)."""
+        got = self._pieces.get(id(x), {}).get(key)
+        return None if got is None else got[0]
 
-    def may_keep(self, x: Blocked, key: Any, worker: str | None, nbytes: float) -> bool:
-        """Whether a piece of ``nbytes`` (at most) on ``worker`` may be kept: while the pieces kept on
+    def keep_piece(self, x: Blocked, key: Any, piece: Any, worker: str | None, nbytes: float) -> bool:
+        """Keep ``piece`` (at most ``nbytes``, on ``worker``) while ``x`` lives, if the pieces kept on
         that worker stay within KEEP_PIECES_FRACTION of its memory (a kept piece sits beside the blocks
         it was pasted from; a large one would push the worker into spilling)."""
-        budget = KEEP_PIECES_FRACTION * ClusterShape.of(self.cfg).worker_bytes
-        if self._kept_bytes.get(worker, 0.0) + nbytes > budget:
+        if self._kept_bytes.get(worker, 0.0) + nbytes > self._keep_budget:
             return False
         self._kept_bytes[worker] = self._kept_bytes.get(worker, 0.0) + nbytes
-        self._kept_size[(id(x), key)] = (worker, nbytes)
+        if id(x) not in self._pieces:
+            self._pieces[id(x)] = {}
+            weakref.finalize(x, self._drop_pieces, id(x))
+        self._pieces[id(x)][key] = (piece, worker, nbytes)
         return True
 
+    @functools.cached_property
+    def _keep_budget(self) -> float:
+        return KEEP_PIECES_FRACTION * ClusterShape.of(self.cfg).worker_bytes
+
     def _drop_pieces(self, xid: int) -> None:
-        for key in self._pieces.pop(xid, {}):
-            worker, nbytes = self._kept_size.pop((xid, key), (None, 0.0))
-            self._kept_bytes[worker] = self._kept_bytes.get(worker, 0.0) - nbytes
+        for _, worker, nbytes in self._pieces.pop(xid, {}).values():
+            self._kept_bytes[worker] -= nbytes
 
     def workers_memory(self) -> tuple[int, float]:
         """The cluster's workers and the smallest memory limit among them in bytes (0: unlimited)."""

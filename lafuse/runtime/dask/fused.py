@@ -64,13 +64,10 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
         return _row(be, plan, reference, acc, main, args, cols)
     if not isinstance(main, Blocked):  # (exectype keeps such a plan local; a guard, not a path)
         raise NotImplementedError("a distributed outer plan needs a distributed main input")
-    if dist is None:  # (a shape unknown when planned: a task per block of X)
-        dist = FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
-        stats = None
-    else:
-        stats = dist
-    return fused_outer.measured(be, plan, stats, args,
-                                lambda: fused_outer.run(be, plan, reference, acc, main, args, dist))
+    # (a shape unknown when planned: a task per block of X, with no estimate for --stats to show)
+    choice = dist or FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
+    return fused_outer.measured(be, plan, dist, args,
+                                lambda: fused_outer.run(be, plan, reference, acc, main, args, choice))
 
 
 def _slice(x: Any, access: str, i: int, j: int) -> Any:

@@ -43,10 +43,15 @@ def cuts(n: int, parts: int) -> list[int]:
 Task = tuple[int, int, int]  # (p, q, r): a cuboid of the (i, j, k) product space
 
 
+def blocks_in(x: Any, i0: int, i1: int, j0: int, j1: int) -> list[Any]:
+    """The futures of ``x``'s block rows i0:i1 and columns j0:j1, row by row (none: not distributed)."""
+    return [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)] if isinstance(x, Blocked) else []
+
+
 class Pieces:
     """Pasted pieces of distributed matrices (a cuboid's, a row panel, a whole side input), each
     assembled by one task and shared by the tasks that read it; a small one kept while the matrix
-    lives (``DaskBackend.pieces_of``: a loop pastes it once); sparse blocks stay sparse.
+    lives (``DaskBackend.keep_piece``: a loop pastes it once); sparse blocks stay sparse.
 
     With ``pin``, a piece is pasted on the worker of the task that reads it and every task goes to the
     worker it is given (a loose restriction: another worker if that one is gone), so the bytes that
@@ -57,7 +62,7 @@ class Pieces:
         self.be = be
         self.pin = pin
         self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
-        self.memo: dict[tuple[int, Any], Any] = {}  # pieces not kept (DaskBackend.may_keep): this run's
+        self.memo: dict[tuple[int, Any], Any] = {}  # pieces not kept (DaskBackend.keep_piece): this run's
         self.sizes: dict[Any, float] = {}  # bytes of blocks, where the scheduler said (place)
 
     def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -75,19 +80,18 @@ class Pieces:
             return x
         if i1 - i0 == 1 and j1 - j0 == 1:
             return x.blocks[(i0, j0)]
-        kept = self.be.pieces_of(x)
         key = (i0, i1, j0, j1, worker if self.pin else None)
-        if key in kept:
-            return kept[key]
+        got = self.be.kept_piece(x, key)
+        if got is not None:
+            return got
         if (id(x), key) not in self.memo:
-            grid = [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)]
+            grid = blocks_in(x, i0, i1, j0, j1)
             f = self.submit(worker, B.grid, i1 - i0, j1 - j0, *grid)
             if all(b.key in self.sizes for b in grid):
                 nbytes = sum(self.sizes[b.key] for b in grid)
             else:  # (dense: an upper bound)
                 nbytes = 8.0 * (min(x.rows, i1 * x.bs) - i0 * x.bs) * (min(x.cols, j1 * x.bs) - j0 * x.bs)
-            if self.be.may_keep(x, key, worker, nbytes):
-                kept[key] = f
+            if self.be.keep_piece(x, key, f, worker, nbytes):
                 return f
             self.memo[(id(x), key)] = f
         return self.memo[(id(x), key)]
@@ -142,7 +146,8 @@ def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task]
     No worker known (a cluster that does not answer): None, Dask places the task. ``sizes`` receives
     the bytes of each block the scheduler knows (what a piece pasted from them holds)."""
     c = be.client()
-    keys = {getattr(f, "key", None) for t in tasks for f in reads(t)} - {None}
+    read = {t: {f.key for f in reads(t)} for t in tasks}
+    keys = set().union(*read.values())
     workers, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), ([], {}))
     if sizes is not None:
         sizes.update({k: float(n) for k, (n, _) in known.items() if n >= 0})  # (-1: not computed yet)
@@ -154,7 +159,7 @@ def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task]
         runs[t * len(runs) // len(tasks)].append(task)
     gain = [{w: 0.0 for w in workers} for _ in runs]
     for g, run_ in enumerate(runs):
-        for key in {getattr(f, "key", None) for t in run_ for f in reads(t)} - {None}:
+        for key in set().union(*(read[t] for t in run_)):
             size, held = known.get(key, (0, []))
             for w in held:
                 if w in gain[g]:
@@ -188,9 +193,6 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     sh = Pieces(be, pin)
     halves = C.split_outer(plan) if len(kc) > 2 else None
 
-    def blocks_of(x: Any, i0: int, i1: int, j0: int, j1: int) -> list[Any]:
-        return [x.blocks[(i, j)] for i in range(i0, i1) for j in range(j0, j1)] if isinstance(x, Blocked) else []
-
     def bounds(p: int, q: int, r: int) -> dict[int, tuple[int, int, int, int]]:
         """The block range each distributed input's piece of task (p, q, r) covers."""
         i0, i1, j0, j1 = rc[p], rc[p + 1], cc[q], cc[q + 1]
@@ -222,7 +224,7 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
     if layout is None:
         layout = place(be, choice, main, tasks, lambda t: [f for pos, bd in bounds(*t).items()
-                                                           for f in blocks_of(args[pos], *bd)], sh.sizes)
+                                                           for f in blocks_in(args[pos], *bd)], sh.sizes)
 
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]
@@ -254,9 +256,9 @@ def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, inputs:
     from distributed import get_task_stream  # deferred: distributed, only for a run on Dask
 
     c = be.client()
-    ins = [f.key for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()]
-    be.wait_all([f for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()])
-    _, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=ins), ([], {}))
+    ins = [f for a in inputs if isinstance(a, Blocked) for f in a.blocks.values()]
+    be.wait_all(ins)
+    _, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=[f.key for f in ins]), ([], {}))
     before = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     with get_task_stream(client=c) as stream:
         out, sh = compute()
