@@ -145,6 +145,34 @@ def dask_alscg(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> 
     return tuple(float(v) for v in r)
 
 
+def dask_autoencoder(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
+    """Full-batch steps of the two-layer autoencoder: X and the activations in row panels, the
+    weights and biases in this process (their gradients computed each step)."""
+    import dask.array as da
+
+    X = _scatter(client, a["X"], bs, a["X"].shape[1])
+    W = [np.array(a[f"W{k}0"]) for k in range(1, 5)]
+    b = [np.zeros((1, w.shape[1])) for w in W]
+    n = a["X"].shape[0]
+
+    def sig(Z: Any) -> Any:
+        return 1 / (1 + da.exp(-Z))
+
+    for _ in range(iters):
+        A1 = _persist(client, sig(da.dot(X, W[0]) + b[0]))
+        A2 = _persist(client, sig(da.dot(A1, W[1]) + b[1]))
+        A3 = _persist(client, sig(da.dot(A2, W[2]) + b[2]))
+        D4 = _persist(client, (da.dot(A3, W[3]) + b[3] - X) / n)
+        D3 = _persist(client, da.dot(D4, W[3].T) * A3 * (1 - A3))
+        D2 = _persist(client, da.dot(D3, W[2].T) * A2 * (1 - A2))
+        D1 = _persist(client, da.dot(D2, W[1].T) * A1 * (1 - A1))
+        grads = client.compute([da.dot(A.T, D) for A, D in ((X, D1), (A1, D2), (A2, D3), (A3, D4))]
+                               + [D.sum(axis=0, keepdims=True) for D in (D1, D2, D3, D4)], sync=True)
+        W = [w - 0.1 * np.asarray(g) for w, g in zip(W, grads[:4])]
+        b = [v - 0.1 * np.asarray(g) for v, g in zip(b, grads[4:])]
+    return float(np.sum(W[0])), float(np.sum(W[3]))
+
+
 def dask_outer_log(client: Any, a: dict[str, Any], bs: int, iters: int, cg: int) -> tuple[float, ...]:
     import dask.array as da
 

@@ -55,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import algorithms  # noqa: E402
-from dist_dask_array import dask_alscg, dask_gnmf, dask_l2svm, dask_outer_log  # noqa: E402
+from dist_dask_array import dask_alscg, dask_autoencoder, dask_gnmf, dask_l2svm, dask_outer_log  # noqa: E402
 from harness import (  # noqa: E402
     DataSet,
     Workload,
@@ -83,7 +83,7 @@ FUSEME_SYSTEMS = {"lafuse-cost": ("--fusion", "fuse-all", "--dist-fused", "cost"
                   "lafuse-rfo": ("--fusion", "fuse-all", "--dist-fused", "rfo"),
                   "lafuse-cfo": ("--fusion", "fuse-all", "--dist-fused", "cfo"),
                   "lafuse-unfused": ("--no-codegen",)}
-FUSEME_KEYS = ("outer-log", "outer-log-wide")
+FUSEME_KEYS = ("outer-log", "outer-log-wide", "gnmf", "autoencoder")
 FUSEME_BASELINES = ("sds-spark-codegen",)  # SystemDS -exec spark with its own code generation on
 SYSTEM_LABELS.update({"lafuse-cost": "lafuse cost-chosen", "lafuse-bfo": "lafuse BFO", "lafuse-rfo": "lafuse RFO", "lafuse-cfo": "lafuse CFO",
                       "lafuse-unfused": "lafuse unfused on Dask", "sds-spark-codegen": "SystemDS -exec spark, codegen"})
@@ -98,6 +98,37 @@ DATA_VERSION = 1  # bump when a generator changes: cached data sets are keyed by
 # ---------------------------------------------------------------------------------------------
 
 OUTER_LOG_DML = "r1 = sum(X * log(U %*% t(V) + 1e-15))\n"
+# paper 004 §6.5's AutoEncoder (SystemDS's autoencoder_2layer architecture), a full batch per step:
+# every product has X's rows, so each layer's operators are one FuseME partial plan
+AE_FULL_DML = """
+W1 = W10
+W2 = W20
+W3 = W30
+W4 = W40
+b1 = matrix(0, rows=1, cols=ncol(W1))
+b2 = matrix(0, rows=1, cols=ncol(W2))
+b3 = matrix(0, rows=1, cols=ncol(W3))
+b4 = matrix(0, rows=1, cols=ncol(W4))
+for (iter in 1:ITER) {
+  A1 = 1 / (1 + exp(-(X %*% W1 + b1)))
+  A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))
+  A3 = 1 / (1 + exp(-(A2 %*% W3 + b3)))
+  D4 = (A3 %*% W4 + b4 - X) / nrow(X)
+  D3 = (D4 %*% t(W4)) * A3 * (1 - A3)
+  D2 = (D3 %*% t(W3)) * A2 * (1 - A2)
+  D1 = (D2 %*% t(W2)) * A1 * (1 - A1)
+  W4 = W4 - 0.1 * (t(A3) %*% D4)
+  b4 = b4 - 0.1 * colSums(D4)
+  W3 = W3 - 0.1 * (t(A2) %*% D3)
+  b3 = b3 - 0.1 * colSums(D3)
+  W2 = W2 - 0.1 * (t(A1) %*% D2)
+  b2 = b2 - 0.1 * colSums(D2)
+  W1 = W1 - 0.1 * (t(X) %*% D1)
+  b1 = b1 - 0.1 * colSums(D1)
+}
+r1 = sum(W1)
+r2 = sum(W4)
+"""
 
 
 @dataclass(frozen=True)
@@ -163,6 +194,11 @@ def _gen_outer_wide(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
             "V": _dyadic(rng, 1, 17, (m, 200))}
 
 
+def _gen_ae(rng: np.random.Generator, n: int, m: int, h1: int = 50, h2: int = 10) -> dict[str, Any]:
+    dims = [(m, h1), (h1, h2), (h2, h1), (h1, m)]
+    return {"X": _dyadic(rng, 0, 16, (n, m)), **{f"W{k + 1}0": _dyadic(rng, -4, 5, s) for k, s in enumerate(dims)}}
+
+
 def _gen_l2svm(rng: np.random.Generator, n: int, m: int) -> dict[str, Any]:
     X = np.rint(4 * rng.normal(size=(n, m)))
     score = X @ rng.normal(size=(m, 1)) + 2 * rng.normal(size=(n, 1))
@@ -202,6 +238,9 @@ WORKLOADS = [
                  ("X", "U", "V"), _gen_outer_wide, dask_outer_log,
                  {"fits": (6000, 6000), "spills": (14000, 14000)}, _two_dense,
                  note="X sparse 0.001, rank 200: |U| >> |X| as in paper 004's n x 2K x n query"),
+    DistWorkload("autoencoder", "AutoEncoder (full batch)", AE_FULL_DML, ("X", "W10", "W20", "W30", "W40"),
+                 _gen_ae, dask_autoencoder, {"fits": (10000, 500), "spills": (80000, 500)}, _two_dense,
+                 iters=2, n_out=2, note="X dense, hidden 50 and 10, two full-batch steps"),
 ]
 BY_KEY = {w.key: w for w in WORKLOADS}
 SIZES = ("fits", "spills")

@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import math
 import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from lafuse import config as cfgmod
-from lafuse import rewrite
+from lafuse import memory, rewrite
 from lafuse.cost import constants as K
 from lafuse.errors import DMLRuntimeError
 from lafuse.hops import liveness, sizes
@@ -163,6 +164,13 @@ class Compiler:
         on) rewrites a copy of the DAG right before, so it sees the sizes of the static compile or of
         the current dynamic recompilation; ``st`` (the symbol table when the runtime plans a block)
         gives it the non-zeros of the variables read; ``weight``: the block's expected executions."""
+        if self.cfg.codegen and may_distribute_products(dag, self.cfg.exec_type):
+            # deferred: the plan generator, only for a block with products that may run on the cluster
+            from lafuse.fusion import fuseme
+
+            shape = self.cluster_shape
+            dag = fuseme.apply(dag, self.cfg.exec_type, shape.block_size, shape.workers, shape.worker_bytes,
+                               shape.min_cells)
         if self.cfg.codegen and not fusion_cannot_pay(dag, weight, self.cfg):
             # deferred: the optimizer and the fused cost model (~70 ms), only for DAGs fusion can change
             from lafuse import fusion
@@ -188,9 +196,9 @@ class Compiler:
         except ValueError as e:
             raise DMLRuntimeError(f"--worker-memory: {e}") from None
         if self.cfg.scheduler and self.cfg.exec_type != "local":
-            workers, memory = self.backends[DASK].workers_memory()  # type: ignore[attr-defined]
+            workers, mem = self.backends[DASK].workers_memory()  # type: ignore[attr-defined]
             if workers:
-                shape = dataclasses.replace(shape, workers=workers, worker_bytes=memory or shape.worker_bytes)
+                shape = dataclasses.replace(shape, workers=workers, worker_bytes=mem or shape.worker_bytes)
         return shape
 
     # ------------------------------------------------------------ functions
@@ -283,6 +291,20 @@ class Compiler:
                 b.env, b.ns = saved
             plan = self._defaults[(key, p.name)] = self.lower_dag(dag)
         return interp.exec_plan(plan, {}, keep_result=True)
+
+
+def may_distribute_products(dag: Dag, exec_mode: str) -> bool:
+    """Whether a product of ``dag`` may run on the cluster: any under ``--exec dask``; under ``auto``
+    one whose operands and result, dense, exceed the memory budget (a bound of what plan.exectype
+    decides, so a local script neither imports nor runs FuseME's plan generator)."""
+    if exec_mode == "local":
+        return False
+    products = [h for h in dag.hops() if h.kind == "matmult"]
+    if exec_mode == "dask" or not products:
+        return bool(products)
+    budget = memory.budget_bytes()
+    return any(sum(8.0 * max(i.rows, 0) * max(i.cols, 0) if i.rows >= 0 and i.cols >= 0 else math.inf
+                   for i in (h, *h.inputs)) > budget for h in products)
 
 
 def fusion_cannot_pay(dag: Dag, weight: float, cfg: cfgmod.Config) -> bool:

@@ -342,6 +342,10 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
 
         out_hop = h if h.dt == MATRIX else None
         return Cost(0.0, fused_cost(h.params["cplan"], h.inputs, out_hop, prof, hints), exact)
+    if kind == "cuboid":  # a partial plan of several operators (fusion.fuseme): its model's operations
+        m = h.params["model"]
+        flops = m.mm_ops + sum(s.ops for s in (m.L, m.R, m.O))
+        return Cost(0.0, overhead + flops / prof.blas_flops + (read + write) / prof.mem_read_bw, exact)
     if opcode == "pread":
         io = _io_read(h, out, prof)
         return Cost(io, overhead + write / prof.mem_write_bw, exact)

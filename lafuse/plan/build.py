@@ -107,7 +107,11 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         transitive = bool(on_dask) and exec_mode == "auto" and _follows_distributed(ins, on_dask, users)
-        if transitive or exectype.may_distribute(ins.need, budget, exec_mode):
+        if h.kind == "cuboid":  # (fusion.fuseme made it for the cluster)
+            ins.exec_type = DASK
+            _distribute(ins, (cluster() if callable(cluster) else cluster) or exectype.ClusterShape())
+            on_dask.add(h.id)
+        elif transitive or exectype.may_distribute(ins.need, budget, exec_mode):
             ok = exectype.distributable(ins)
             shape = (cluster() if callable(cluster) else cluster) or exectype.ClusterShape()
             ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h),
@@ -180,7 +184,7 @@ def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:
     ins.block = cluster.block_size
     if ins.hop.kind == "matmult" or ins.chain is not None:
         ins.method = mmstrategy.choose(ins, cluster)
-    elif ins.cplan is not None and ins.cplan.template == "outer":
+    elif ins.hop.kind == "cuboid" or (ins.cplan is not None and ins.cplan.template == "outer"):
         ins.dist = fusedstrategy.choose(ins, cluster)
 
 

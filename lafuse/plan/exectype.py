@@ -220,6 +220,8 @@ def distributable(ins: Instruction) -> bool:
     h = ins.hop
     if h.kind == "spoof":
         return _fused(ins)
+    if h.kind == "cuboid":  # (fusion.fuseme: a partial plan the distributed runtime runs)
+        return True
     if h.kind == "matmult" or ins.chain is not None:
         return mmstrategy.distributable(ins)
     if h.kind == "datagen" or h.op == "pread":

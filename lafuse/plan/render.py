@@ -61,6 +61,8 @@ def explain_plan(plan: Plan, block: Block | None = None, indent: str = "------")
 
 
 def cplan_note(h: Hop) -> str:
+    if h.kind == "cuboid":  # (fusion.fuseme: the main product and the operators it covers)
+        return f" {h.params['mmplan'].describe()}"
     p = h.params.get("cplan") if h.kind == "spoof" else None
     if p is None:
         return ""

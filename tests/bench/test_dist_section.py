@@ -24,6 +24,7 @@ from harness import DataSet, parse_script_output, rel_diff, write_lafuse  # noqa
 
 PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_2core.json"
 TINY = {"gnmf": (60, 40), "l2svm": (300, 12), "alscg": (50, 40), "outer-log": (50, 40), "outer-log-wide": (60, 50),
+        "autoencoder": (70, 40),
         "outer-log-memory": (40, 30)}
 
 

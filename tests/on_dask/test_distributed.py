@@ -117,7 +117,8 @@ def test_moving_the_budget_flips_an_operator_between_local_and_dask():
 
 def test_local_memory_sizes_the_budget_as_a_small_driver_heap(dask_scheduler, tmp_path):
     """--local-memory: the budget is memory_budget of it (SystemDS's hybrid mode on a small driver
-    heap), so under auto the 2.7 MB product goes to Dask with 1MB and stays here with 64MB, and the
+    heap), so under auto the 2.7 MB product goes to Dask with 1MB (a distributed product, or the cuboid
+    operator covering it and its sum) and stays here with 64MB, and the
     printed result is the same; a size that is not one stops before the run with exit 1."""
     from tests.test_cli import lafuse
 
@@ -132,7 +133,7 @@ def test_local_memory_sizes_the_budget_as_a_small_driver_heap(dask_scheduler, tm
         run = lafuse("run", str(p), "--no-background", "--scheduler", dask_scheduler, "--local-memory", size)
         assert run.returncode == 0, run.stderr
         out[size + " printed"] = run.stdout
-    assert re.search(r"^-*DASK (rmm|cpmm|mapmm_l|mapmm_r|zipmm) ", out["1MB"], re.M), out["1MB"]
+    assert re.search(r"^-*DASK (rmm|cpmm|mapmm_l|mapmm_r|zipmm|cuboid) ", out["1MB"], re.M), out["1MB"]
     assert "DASK" not in out["64MB"], out["64MB"]
     assert float(out["1MB printed"]) == pytest.approx(float(out["64MB printed"]), rel=1e-12)
     bad = lafuse("run", str(p), "--local-memory", "lots")

@@ -27,7 +27,7 @@ from lafuse.hops import cplan as C
 from lafuse.plan.fusedstrategy import FusedChoice
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask import blocks as B
-from lafuse.runtime.dask import fused_outer
+from lafuse.runtime.dask import fused_mm, fused_outer
 from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.dask.ops import tree
 
@@ -38,6 +38,8 @@ _COMBINE = {"sum": "+", "sumsq": "+", "min": "min", "max": "max"}
 
 
 def bind(be: DaskBackend, ins: Instruction) -> Callable[..., Any] | None:
+    if ins.hop.kind == "cuboid":
+        return functools.partial(fused_mm.bound, be, ins.hop.params["mmplan"], ins.dist, ins.block)
     if ins.hop.kind != "spoof":
         return None
     return functools.partial(run, be, ins.cplan, be.cfg.codegen_backend == "reference", ins.hop.cols, ins.dist)
@@ -66,7 +68,7 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
         raise NotImplementedError("a distributed outer plan needs a distributed main input")
     # (a shape unknown when planned: a task per block of X, with no estimate for --stats to show)
     choice = dist or FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
-    return fused_outer.measured(be, plan, dist, args,
+    return fused_outer.measured(be, plan.agg, dist, args,
                                 lambda: fused_outer.run(be, plan, reference, acc, main, args, choice))
 
 

@@ -134,12 +134,13 @@ class _At:
         return self.pieces.submit(self.worker, fn, *args)
 
 
-def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task], reads: Callable[[Task], list[Any]],
-          sizes: dict[Any, float] | None = None) -> dict[Task, str | None]:
+def place(be: DaskBackend, choice: FusedChoice, anchor: Callable[[Task], Any] | None, tasks: list[Task],
+          reads: Callable[[Task], list[Any]], sizes: dict[Any, float] | None = None) -> dict[Task, str | None]:
     """The worker of each task (paper 004 §3: a task per cuboid, the plan placing them):
 
-    * ``rfo``: each task on a worker holding its block of X (Spark's locality for the partitions of
-      the main input), so its U and V panels replicate to the workers of their tasks;
+    * ``rfo``: each task on a worker holding its block of X (``anchor``: the block; Spark's locality
+      for the partitions of the main input), so its U and V panels replicate to the workers of their
+      tasks;
     * ``bfo`` and ``cfo``: the tasks in (p, q, r) order cut into one contiguous run per worker (a run
       shares its U and V pieces), each run on the worker already holding most bytes of what it reads.
 
@@ -170,9 +171,9 @@ def place(be: DaskBackend, choice: FusedChoice, main: Blocked, tasks: list[Task]
         w = max(free, key=lambda w: gain[g][w])
         free.remove(w)
         out.update(dict.fromkeys(runs[g], w))
-    if choice.kind == "rfo":  # (a block of X not computed yet: its task stays in its run)
+    if choice.kind == "rfo" and anchor is not None:  # (a block of X not computed yet: its task stays in its run)
         for task in tasks:
-            held = known.get(main.blocks[(task[0], task[1])].key, (0, []))[1]
+            held = known.get(anchor(task).key, (0, []))[1]
             if held:
                 out[task] = held[0]
     return out
@@ -223,7 +224,7 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
 
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
     if layout is None:
-        layout = place(be, choice, main, tasks, lambda t: [f for pos, bd in bounds(*t).items()
+        layout = place(be, choice, lambda t: main.blocks[(t[0], t[1])], tasks, lambda t: [f for pos, bd in bounds(*t).items()
                                                            for f in blocks_in(args[pos], *bd)], sh.sizes)
 
     def task(p: int, q: int) -> tuple[Any, str | None]:
@@ -245,9 +246,9 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     return _assemble(sh, plan, main, res, rc, cc, int(args[plan.mm].cols) if plan.mm >= 0 else 0), sh
 
 
-def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, inputs: tuple[Any, ...],
+def measured(be: DaskBackend, label: str, choice: FusedChoice | None, inputs: tuple[Any, ...],
              compute: Callable[[], tuple[Any, Pieces]]) -> Any:
-    """``compute()``'s result, and under ``--stats`` the bytes the workers moved between them while
+    """``compute()``'s result, and under ``--stats`` (``label``: the operator's name there) the bytes the workers moved between them while
     it ran beside the paper's estimate (plan.fusedstrategy) and the worker-level model of its
     placement (:meth:`Pieces.model`), in ``DaskCounters.fused``: the inputs are waited for first and
     the operator after, so nothing else runs on the cluster meanwhile."""
@@ -266,10 +267,10 @@ def measured(be: DaskBackend, plan: C.CPlan, choice: FusedChoice | None, inputs:
     after = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     moved = monitor.between(before, after, monitor.safe(lambda: c.scheduler.address, None), 0).moved_bytes
     ran = {d["key"]: d["worker"] for d in stream.data if "worker" in d}
-    sizes = {k: float(n) for k, (n, _) in known.items()}
+    sizes = {k: float(n) for k, (n, _) in known.items() if n >= 0}  # (-1: not computed yet)
     sizes.update({d["key"]: float(d.get("nbytes", 0)) for d in stream.data})
     model = sh.model({k: set(w) for k, (_, w) in known.items()}, sizes, ran)
-    be.counters.fused.append((f"{plan.agg} {choice}".split(" net=")[0], choice.net + choice.shuffle, model, moved))
+    be.counters.fused.append((f"{label} {choice}".split(" net=")[0], choice.net + choice.shuffle, model, moved))
     return out
 
 

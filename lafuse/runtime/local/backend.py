@@ -47,6 +47,10 @@ class LocalBackend:
             fn: Callable[..., Any] = functools.partial(self.convert, fmt=ins.out_fmt or DENSE)
         elif h.kind == "spoof":
             fn = spoof_kernel(h, self.threads, self.codegen)
+        elif h.kind == "cuboid":  # (a partial plan of fusion.fuseme, its operators in turn)
+            from lafuse.runtime.local import mmeval  # deferred: it imports this module
+
+            fn = functools.partial(_whole_mm, mmeval.whole, h.params["mmplan"])
         elif ins.chain is not None:
             fn = functools.partial(kernels["mmchain"], w_first=ins.chain[0], transposed=ins.chain[1])
         elif op == "wsloss":
@@ -91,6 +95,10 @@ class LocalBackend:
 
     def settle(self) -> None:
         pass
+
+
+def _whole_mm(whole: Callable[..., Any], plan: Any, *args: Any) -> Any:
+    return whole(plan, 1000, args)  # (every value whole: the block size only names the regions)
 
 
 def _stop_over_budget(fn: Callable[..., Any], need: float, what: str) -> Callable[..., Any]:

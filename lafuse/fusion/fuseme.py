@@ -1,0 +1,150 @@
+"""FuseME's partial plans as operators of the DAG (paper 004 §4): where a block runs on the cluster,
+each partial plan of the plan generator (fusion.cfg) that covers a distributed product and other
+operators becomes one ``cuboid`` HOP. It reads the plan's inputs, computes its result, and carries
+the plan as data (hops.mmplan) and the cuboid model. plan.fusedstrategy then picks its operator and
+(P, Q, R), and runtime.dask.fused_mm runs it.
+
+This runs before the template fusion (fusion.optimize) and on its own copy of the DAG. What it
+leaves, the templates fuse as before, and a block that stays local is not changed at all. Why first:
+once the templates cut GNMF's ``U * (t(V) %*% X) / (G %*% U)`` into a row operator beside the
+product, no operator covers both any more, and the product's replication is what a cluster pays
+for (paper 004 §1).
+
+A partial plan stays to the templates when:
+
+* it is products and transposes alone (nothing around them to fuse; a distributed product reads a
+  transpose in place, and the templates may still fuse the product with its neighbours);
+* it has more than one result read outside it;
+* hops.mmplan cannot run it (mmplan.check says why);
+* its product is an outer product masked by a matrix that may be sparse: the outer template
+  exploits the sparsity, and runtime.dask.fused_outer runs it with the same three operators;
+* its product would not go to the cluster (``--exec dask``: fewer cells than the minimum;
+  ``auto``: it fits the local budget).
+"""
+
+from __future__ import annotations
+
+from lafuse import memory
+from lafuse.cost import cuboid
+from lafuse.formats import SPARSITY_TURN_POINT
+from lafuse.fusion import cfg as CFG
+from lafuse.fusion.templates import outer_like
+from lafuse.hops import mmplan as M
+from lafuse.hops import sizes
+from lafuse.hops.hop import Hop
+from lafuse.hops.program import Dag, copy_dag, walk
+
+OP = "cuboid"  # the HOP's op and kind
+
+
+def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: float, min_cells: int,
+          budget: float | None = None) -> Dag:
+    """``dag`` with a ``cuboid`` HOP for each partial plan that runs on the cluster (module docstring);
+    ``dag`` itself when there is none (it is not modified either way)."""
+    if exec_mode == "local" or not any(h.kind == "matmult" for h in dag.hops()):
+        return dag
+    from lafuse.cost import profile  # deferred: the hardware profile, only for a block with products
+
+    new = copy_dag(dag)
+    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes)
+    cons = CFG.consumers(new)
+    roots = {r.id for r in new.roots}
+    bounds: dict[int, float] = {}
+    for h in new.hops():
+        bounds[h.id] = sizes.nnz_bound(h, bounds)
+    limit = memory.budget_bytes() if budget is None else budget
+    repl: dict[int, Hop] = {}
+    for part in CFG.plan(new, block, cl):
+        if all(h.kind == "matmult" or h.op == "t" for h in part.ops.values()) or \
+                not _distributed(part.main, exec_mode, limit, min_cells, bounds):
+            continue
+        got = operator(part, cons, roots)
+        if isinstance(got, str):
+            continue
+        plan, inputs, top = got
+        if outer_like(part.main) and _sparse_masked(plan, inputs):
+            continue
+        h = Hop(OP, OP, inputs, top.dt, top.vt, top.span,
+                params={"mmplan": plan, "model": CFG.model(part.ops, part.main, block, cons),
+                        "covers": sorted(part.ops)})
+        h.copy_dims(top)
+        repl[top.id] = h
+    if not repl:
+        return dag
+    for h in [*walk(new.roots), *repl.values()]:  # (an operator's input may be another one's result)
+        h.inputs = [repl.get(i.id, i) for i in h.inputs]
+    new.roots = [repl.get(r.id, r) for r in new.roots]
+    return new
+
+
+def _distributed(main: Hop, exec_mode: str, budget: float, min_cells: int, bounds: dict[int, float]) -> bool:
+    """Whether the product would run on the cluster (plan.exectype's rule for it)."""
+    mats = [main, *main.inputs]
+    if any(h.rows < 0 or h.cols < 0 for h in mats):
+        return False
+    if exec_mode == "dask":
+        return max(float(h.rows) * h.cols for h in mats) >= min_cells
+    need = sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62))) for h in mats)
+    return need > budget
+
+
+def operator(part: CFG.Partial, cons: dict[int, list[Hop]], roots: set[int]
+             ) -> tuple[M.MMPlan, list[Hop], Hop] | str:
+    """The plan of a partial plan, its inputs and the HOP whose value it computes; or why none."""
+    ops = part.ops
+    results = [h for h in ops.values()
+               if h.id in roots or any(c.id not in ops for c in cons.get(h.id, ()))]
+    if len(results) != 1:
+        return f"{len(results)} results"
+    top = results[0]
+    order = [h for h in walk([top]) if h.id in ops]
+    if len(order) != len(ops):
+        return "an operator that does not feed the result"
+    index = {h.id: k for k, h in enumerate(order)}
+    inputs: list[Hop] = []
+    where: dict[int, int] = {}
+
+    def ref(h: Hop) -> int:
+        if h.id in index:
+            return index[h.id]
+        if h.id not in where:
+            where[h.id] = len(inputs)
+            inputs.append(h)
+        return -1 - where[h.id]
+
+    nodes = tuple(M.Node(h.op, h.kind, tuple(ref(i) for i in h.inputs), h.rows, h.cols, h.dt,
+                         tuple(h.params["slots"]) if h.params.get("slots") else None) for h in order)
+    left = {index[k] for k in CFG._feeding(part.main.inputs[0], ops)}
+    right = {index[k] for k in CFG._feeding(part.main.inputs[1], ops)}
+    main = index[part.main.id]
+    rest = frozenset(range(len(order))) - left - right - {main}
+    plan = M.MMPlan(nodes, main, frozenset(left), frozenset(right), rest, index[top.id],
+                    tuple((h.rows, h.cols, h.dt) for h in inputs))
+    dep = plan.depends_on_main()
+    if top.op in M.AGGREGATES and index[top.id] in dep:
+        plan = M.MMPlan(plan.nodes, main, plan.left, plan.right, rest, plan.out, plan.inputs,
+                        M.AGGREGATES[top.op])
+    why = M.check(plan)
+    return why if why is not None else (plan, inputs, top)
+
+
+def _sparse_masked(plan: M.MMPlan, inputs: list[Hop]) -> bool:
+    """A cell-wise product of the main product's values with an input of its shape that may be
+    sparse (the outer template's driver, whose zeros it skips)."""
+    m = plan.nodes[plan.main]
+    dep = plan.depends_on_main() | {plan.main}
+    for k in dep:
+        n = plan.nodes[k]
+        if n.op == "*" and any(a < 0 and plan.dims(a)[:2] == (m.rows, m.cols) and _may_be_sparse(inputs[-1 - a])
+                               for a in n.args):
+            return True
+    return False
+
+
+def _may_be_sparse(h: Hop) -> bool:
+    """Known sparse; or of unknown non-zeros and not computed cell-wise or by a product (data read or
+    generated, an indexing result): a sigmoid's or a product's result is dense."""
+    if h.nnz >= 0:
+        return h.nnz < SPARSITY_TURN_POINT * max(1.0, float(h.rows) * h.cols)
+    return h.kind not in ("binary", "unary", "ternary", "nary", "matmult", "spoof", OP)
+
