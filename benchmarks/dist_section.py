@@ -485,12 +485,15 @@ def _dask_line(stdout: str) -> list[str]:
 
 
 def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: str, scheduler: str,
-               local_memory: str, timeout: float) -> Result:
+               local_memory: str, timeout: float, fused_bytes: bool = True) -> Result:
     """One ``lafuse run`` process (after an untimed one on the same plan cache, so the timed one is a
     script's second run, as in the local benchmarks); on Dask with ``--stats`` (its Dask line):
-    ``system`` lafuse-local, lafuse-hybrid (``--exec auto`` with ``local_memory``) or lafuse-dask."""
-    cfg = tmp / f"lafuse-bs{w.bs}.json"
-    cfg.write_text(json.dumps({"block_size": w.bs}))
+    ``system`` lafuse-local, lafuse-hybrid (``--exec auto`` with ``local_memory``) or lafuse-dask.
+    ``fused_bytes`` False: ``--stats`` without each fused operator's bytes (Config.stats_fused_bytes:
+    measuring them runs the operators one at a time), the timed run of a fused system (the bytes come
+    from :func:`fused_models`'s run)."""
+    cfg = tmp / f"lafuse-bs{w.bs}{'' if fused_bytes else '-fast'}.json"
+    cfg.write_text(json.dumps({"block_size": w.bs, **({} if fused_bytes else {"stats_fused_bytes": False})}))
     cache = str(tmp / f"cache-{w.key}")
     env = lafuse_env(cache)
     nv = [f"{k}={ds.lafuse_files[k]}" for k in w.inputs]
@@ -515,13 +518,19 @@ def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: st
     if m:  # what lafuse itself sent and fetched (the workers' counters see neither)
         r.counts_extra = {"submitted": float(m.group(1)), "scattered_bytes": float(m.group(3)) * 2 ** 20,
                           "gathered_bytes": float(m.group(5)) * 2 ** 20}
+    r.counts_extra.update(fused_models(out))
+    return _from_output(r, out, err, rc)
+
+
+def fused_models(out: str) -> dict[str, Any]:
+    """From a ``--stats`` output: the first fused operator's kind and (P,Q,R), and both byte models
+    summed over the executions (the counts are divided per run later, as the workers' bytes are)."""
     line = re.search(r"Dask fused operators, MiB moved between workers estimated / worker model / measured: (.*)", out)
     ops = re.findall(r"\w+ (\w+\(\d+,\d+,\d+\)) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", line.group(1)) if line else []
-    if ops:  # the first fused operator's kind and (P,Q,R); both models summed over the executions (the
-        # counts are divided per run below, as the workers' measured bytes are)
-        r.counts_extra.update(operator=ops[0][0], model_bytes=sum(float(o[1]) for o in ops) * 2 ** 20,
-                              worker_model_bytes=sum(float(o[2]) for o in ops) * 2 ** 20)
-    return _from_output(r, out, err, rc)
+    if not ops:
+        return {}
+    return {"operator": ops[0][0], "model_bytes": sum(float(o[1]) for o in ops) * 2 ** 20,
+            "worker_model_bytes": sum(float(o[2]) for o in ops) * 2 ** 20}
 
 
 def run_dask_array(w: DistWorkload, ds: DataSet, scheduler: str, inner: int, timeout: float) -> Result:
@@ -732,13 +741,20 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                     if system in ("lafuse-hybrid", "lafuse-dask", "dask-array") and fresh_workers(client):
                         progress(f"{w.key} {size}: workers restarted (memory left behind) before {SYSTEM_LABELS[system]}")
                         row.setdefault("restarted_before", []).append(system)
+                    fused = system in FUSEME_SYSTEMS and system != "lafuse-unfused"
+                    models: dict[str, Any] = {}
+                    if fused:  # the operators' byte models, from an untimed run that measures each
+                        models = run_lafuse(fuse_script, ds, w, tmp, system, cluster.scheduler_address,
+                                            _heap_size(sds_heaps[1]), timeout).counts_extra
+                        settle(client)
                     before = counters(client)
                     if system == "lafuse-local":
                         r = run_lafuse(script, ds, w, tmp, system, "", "", timeout)
                     elif system in ("lafuse-hybrid", "lafuse-dask", *FUSEME_SYSTEMS):
-                        fused = system in FUSEME_SYSTEMS and system != "lafuse-unfused"
                         r = run_lafuse(fuse_script if fused else script, ds, w, tmp, system,
-                                       cluster.scheduler_address, _heap_size(sds_heaps[1]), timeout)
+                                       cluster.scheduler_address, _heap_size(sds_heaps[1]), timeout,
+                                       fused_bytes=not fused)
+                        r.counts_extra.update({k: v for k, v in models.items() if k not in r.counts_extra})
                         r.counts_extra["runs"] = fuse_inner if fused else inner
                     elif system == "dask-array":
                         r = run_dask_array(w, ds, cluster.scheduler_address, inner, timeout)

@@ -252,7 +252,7 @@ def measured(be: DaskBackend, label: str, choice: FusedChoice | None, inputs: tu
     it ran beside the paper's estimate (plan.fusedstrategy) and the worker-level model of its
     placement (:meth:`Pieces.model`), in ``DaskCounters.fused``: the inputs are waited for first and
     the operator after, so nothing else runs on the cluster meanwhile."""
-    if not be.cfg.stats or choice is None:
+    if not (be.cfg.stats and be.cfg.stats_fused_bytes) or choice is None:
         return compute()[0]
     from distributed import get_task_stream  # deferred: distributed, only for a run on Dask
 
