@@ -38,6 +38,12 @@ DASK_TRANSFER_BW = 1.4e9  # bytes/s, a block moved between this process and a wo
 # workers, U and V 234 MiB each) saw the broadcast operator fail once at 1 GiB and spill 0.95-2.3 GB a
 # run otherwise, the cuboid one 1.3-1.4 GB; at 1.5 GiB the two spilled alike
 TASK_MEMORY_FRACTION = 0.3
+# bytes of a worker's memory limit its process holds before any data: an idle worker with NumPy,
+# SciPy, lafuse and Numba imported (the fused kernels) measured 133 MiB RSS (62 MiB fresh); theta_t is
+# the fraction of what remains, at least of a quarter of the limit. At 384 MiB workers the
+# autoencoder's cuboids planned 100 MB tasks against the whole limit and the workers paused and
+# resumed for minutes without finishing
+WORKER_BASELINE_BYTES = 140 << 20
 DEFAULT_NET_BW = 1.4e9  # bytes/s, a block one Dask worker fetches from another (calibrate measured 2.9e9 on loopback here)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)
 # element-wise rate (cells/s, `lafuse calibrate`) of the machine the FUSED_* constants were measured on;

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lafuse.cost.constants import TASK_MEMORY_FRACTION
+from lafuse.cost.constants import TASK_MEMORY_FRACTION, WORKER_BASELINE_BYTES
 
 if TYPE_CHECKING:
     from lafuse.cost.profile import HardwareProfile
@@ -96,11 +96,12 @@ class Cluster:
 
 def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1) -> Cluster:
     """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing
-    TASK_MEMORY_FRACTION of a worker's memory, the profile's worker-to-worker bandwidth (``lafuse
+    TASK_MEMORY_FRACTION of a worker's memory beyond its process's own (WORKER_BASELINE_BYTES), the profile's worker-to-worker bandwidth (``lafuse
     calibrate``) and its BLAS rate per core times the threads."""
     per_core = prof.blas_flops / max(1, prof.threads)
+    usable = max(worker_bytes - WORKER_BASELINE_BYTES, worker_bytes / 4)
     return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads),
-                   task_memory=TASK_MEMORY_FRACTION * worker_bytes / max(1, threads),
+                   task_memory=TASK_MEMORY_FRACTION * usable / max(1, threads),
                    net_bw=prof.net_bw, compute_bw=per_core * max(1, threads))
 
 

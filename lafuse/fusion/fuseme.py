@@ -18,11 +18,15 @@ A partial plan stays to the templates when:
 * hops.mmplan cannot run it (mmplan.check says why);
 * its product is an outer product masked by a matrix that may be sparse: the outer template
   exploits the sparsity, and runtime.dask.fused_outer runs it with the same three operators;
+* under ``auto``, it covers a squared loss or a sampled sum that plan.build keeps here (one local
+  instruction that never holds the product);
 * its product would not go to the cluster (``--exec dask``: fewer cells than the minimum;
   ``auto``: it fits the local budget).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from lafuse import memory
 from lafuse.cost import cuboid
@@ -30,9 +34,10 @@ from lafuse.formats import SPARSITY_TURN_POINT
 from lafuse.fusion import cfg as CFG
 from lafuse.fusion.templates import outer_like
 from lafuse.hops import mmplan as M
-from lafuse.hops import sizes
+from lafuse.hops import patterns, sizes
 from lafuse.hops.hop import Hop
 from lafuse.hops.program import Dag, copy_dag, walk
+from lafuse.hops.sizes import value_bytes
 
 OP = "cuboid"  # the HOP's op and kind
 
@@ -53,9 +58,10 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
     for h in new.hops():
         bounds[h.id] = sizes.nnz_bound(h, bounds)
     limit = memory.budget_bytes() if budget is None else budget
+    local = _kept_local(new, cons, exec_mode, limit, bounds)
     repl: dict[int, Hop] = {}
     for part in CFG.plan(new, block, cl):
-        if all(h.kind == "matmult" or h.op == "t" for h in part.ops.values()) or \
+        if all(h.kind == "matmult" or h.op == "t" for h in part.ops.values()) or local & set(part.ops) or \
                 not _distributed(part.main, exec_mode, limit, min_cells, bounds):
             continue
         got = operator(part, cons, roots)
@@ -65,7 +71,7 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
         if outer_like(part.main) and _sparse_masked(plan, inputs):
             continue
         h = Hop(OP, OP, inputs, top.dt, top.vt, top.span,
-                params={"mmplan": plan, "model": CFG.model(part.ops, part.main, block, cons),
+                params={"mmplan": plan, "model": _materialized(CFG.model(part.ops, part.main, block, cons), part),
                         "covers": sorted(part.ops)})
         h.copy_dims(top)
         repl[top.id] = h
@@ -75,6 +81,37 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
         h.inputs = [repl.get(i.id, i) for i in h.inputs]
     new.roots = [repl.get(r.id, r) for r in new.roots]
     return new
+
+
+def _materialized(m: cuboid.Model, part: CFG.Partial) -> cuboid.Model:
+    """The model with what a task of runtime.dask.fused_mm holds beyond paper 004's inputs and
+    results: the main product's piece (a partial product with R > 1; with R = 1 a task holds one
+    block row of it at a time, so this errs high), and A's and B's pieces where the L- and R-spaces
+    compute them. Without it a dense ``W %*% H`` inside ``sum((X - W %*% H)^2)`` ran out of the
+    workers' memory at the (P, Q, R) chosen for the operator's inputs alone."""
+    a, b = part.main.inputs
+    return dataclasses.replace(
+        m, O=dataclasses.replace(m.O, outputs=(*m.O.outputs, value_bytes(part.main))),
+        L=dataclasses.replace(m.L, outputs=(*m.L.outputs, value_bytes(a))) if a.id in part.ops else m.L,
+        R=dataclasses.replace(m.R, outputs=(*m.R.outputs, value_bytes(b))) if b.id in part.ops else m.R)
+
+
+def _kept_local(dag: Dag, users: dict[int, list[Hop]], exec_mode: str, budget: float, bounds: dict[int, float]
+                ) -> set[int]:
+    """The operators of the squared losses and sampled sums plan.build keeps here under ``auto``
+    (their operands fit the budget): one local instruction each, which never holds the product
+    whole; a cuboid operator would send it to the cluster and compute the product."""
+    if exec_mode != "auto":
+        return set()
+    order = dag.hops()
+    folded = patterns.foldable_transposes(order, users, dag)
+    out: set[int] = set()
+    for found in (patterns.squared_losses(order, users, dag, folded), patterns.sampled_sums(order, users, dag, folded)):
+        for key, p in found.items():
+            operands = {h.id: h for h in (p.x, p.u, p.v)}.values()
+            if sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62))) for h in operands) <= budget:
+                out |= {key, *p.absorbed}
+    return out
 
 
 def _distributed(main: Hop, exec_mode: str, budget: float, min_cells: int, bounds: dict[int, float]) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from lafuse.calibrate import worker_transfer
 from lafuse.cost import cuboid as cb
-from lafuse.cost.constants import TASK_MEMORY_FRACTION
+from lafuse.cost.constants import TASK_MEMORY_FRACTION, WORKER_BASELINE_BYTES
 from lafuse.cost.profile import HardwareProfile
 
 
@@ -25,6 +25,6 @@ def test_the_profile_rate_is_the_cuboid_clusters_bandwidth():
     prof = HardwareProfile(net_bw=2.5e8, blas_flops=4e10, threads=2)
     cl = cb.cluster_of(prof, workers=2, worker_bytes=384 * 2**20)
     assert (cl.nodes, cl.tasks_per_node, cl.net_bw, cl.compute_bw) == (2, 1, 2.5e8, 2e10)
-    assert cl.task_memory == TASK_MEMORY_FRACTION * 384 * 2**20
+    assert cl.task_memory == TASK_MEMORY_FRACTION * (384 * 2**20 - WORKER_BASELINE_BYTES)
     with pytest.raises(ValueError, match="net_bw"):
         HardwareProfile.from_dict({"net_bw": 0})

@@ -111,6 +111,18 @@ def run_plan(plan: Any, reference: bool, *inputs: Any) -> Any:
     return _fused(plan)(list(inputs))
 
 
+def stack(vertical: bool, *parts: Any) -> Any:
+    """Pieces joined top to bottom (or left to right), in the format the local rule gives the result."""
+    if any(is_sparse(p) for p in parts):
+        return choose_format((sp.vstack if vertical else sp.hstack)(parts, format="csr"))
+    return choose_format((np.vstack if vertical else np.hstack)([to_dense(p) for p in parts]))
+
+
+def item(parts: tuple[Any, ...], k: int) -> Any:
+    """Part ``k`` of a task's tuple of results (the object itself: nothing is copied)."""
+    return parts[k]
+
+
 def add_all(*parts: Any) -> Any:
     """The sum of partial results in the order given (scalars or blocks of one shape)."""
     return fold("+", *parts)

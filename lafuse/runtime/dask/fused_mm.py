@@ -125,6 +125,11 @@ def _assemble(sh: Pieces, plan: M.MMPlan, bs: int, res: dict[tuple[int, int], tu
     result = Blocked(out.rows, out.cols, bs)
     for (i0, i1, j0, j1), fs in groups.items():
         at = sh.at(fs[0][1])
+        if plan.agg == M.NO_AGG:  # (a task's blocks, cut in it: taking one copies nothing)
+            blocks = [(i, j) for i in range(i0, i1) for j in range(j0, j1)]
+            for k, ij in enumerate(blocks):
+                result.blocks[ij] = at.submit(B.item, fs[0][0], k)
+            continue
         f = fs[0][0] if len(fs) == 1 else tree(at, [f for f, _ in fs], B.fold_each, "+")
         cut_into(be, f, result, i0, i1, j0, j1, at)
     return result
@@ -146,13 +151,38 @@ def run_task(plan: M.MMPlan, bs: int, stage: str, box: tuple[tuple[int, int], ..
         n = grid[0] * grid[1] if grid else 1
         by[space][ref] = (B.grid(*grid, *vals[at:at + n]) if grid and n > 1 else vals[at], have)
         at += n
-    if stage != "rest":
-        a, b = plan.nodes[plan.main].args
-        lreg, rreg = M.cuboid_regions(plan, bs, box[0], box[1], box[2])
-        product = B.apply("%*%", mmeval.evaluate(plan, bs, plan.left, lreg, by["L"], a),
-                          mmeval.evaluate(plan, bs, plan.right, rreg, by["R"], b))
-        if stage == "product":
-            return product
-        by["O"][plan.main] = (product, (*box[0], *box[1]))
-    regions = M.rest_regions(plan, bs, box[0], box[1])
-    return mmeval.evaluate(plan, bs, plan.rest, regions, by["O"], plan.out)
+    if stage == "product":
+        return _product(plan, bs, box, by)
+    if stage == "rest":
+        return _result(plan, bs, mmeval.evaluate(plan, bs, plan.rest, M.rest_regions(plan, bs, box[0], box[1]),
+                                                 by["O"], plan.out))
+    # "all": a block row of the piece at a time, so the product and the O-space's values are held for
+    # one block row, not the piece (paper 004's memory estimate counts a task's inputs, not these)
+    rows = [((i, i + 1), box[1], box[2]) for i in range(*box[0])]
+    parts = []
+    for sub in rows:
+        env = {s: dict(v) for s, v in by.items()}
+        env["O"][plan.main] = (_product(plan, bs, sub, env), (*sub[0], *sub[1]))
+        parts.append(mmeval.evaluate(plan, bs, plan.rest, M.rest_regions(plan, bs, sub[0], sub[1]), env["O"], plan.out))
+    if len(parts) == 1:
+        return _result(plan, bs, parts[0])
+    first = M.upward(plan, (*rows[0][0], *box[1]))[plan.out]
+    if first[:2] == rows[0][0] and plan.agg in (M.NO_AGG, "row"):
+        return _result(plan, bs, B.stack(True, *parts))
+    if first[2:] == rows[0][0] and plan.agg in (M.NO_AGG, "col"):  # (a transposed result)
+        return _result(plan, bs, B.stack(False, *parts))
+    return B.add_all(*parts)  # (an aggregate over the rows: partial results added in row order)
+
+
+def _result(plan: M.MMPlan, bs: int, piece: Any) -> Any:
+    """A task's result: an unaggregated piece as its blocks, row by row (the task's result is held
+    once: cut afterwards, the piece and its blocks were held together), else the partial aggregate."""
+    return tuple(B.split(piece, bs).values()) if plan.agg == M.NO_AGG else piece
+
+
+def _product(plan: M.MMPlan, bs: int, box: tuple[tuple[int, int], ...], by: dict[str, dict[int, mmeval.Held]]) -> Any:
+    """A's piece at ``box`` times B's, each computed by its space from the values ``by`` holds."""
+    a, b = plan.nodes[plan.main].args
+    lreg, rreg = M.cuboid_regions(plan, bs, box[0], box[1], box[2])
+    return B.apply("%*%", mmeval.evaluate(plan, bs, plan.left, lreg, by["L"], a),
+                   mmeval.evaluate(plan, bs, plan.right, rreg, by["R"], b))
