@@ -25,8 +25,7 @@ from lafuse.plan.instructions import DASK, Plan
 from lafuse.runtime import deepstack, parfor, recompile, straight
 from lafuse.runtime.bind import bind
 from lafuse.runtime.dask.matrix import Blocked, any_matrix
-from lafuse.runtime.local.backend import bind_args
-from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.local.kernels import KERNELS, bind_args
 from lafuse.runtime.local.kernels_common import ieee_thread
 from lafuse.runtime.printing import dml_str, java_format, to_string
 from lafuse.runtime.values import Frame, ListValue, cast_scalar, is_matrix, is_sparse, nnz, to_dense

@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lafuse.runtime.local.backend import bind_args
-from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.local.kernels import KERNELS, bind_args
 from lafuse.runtime.local.kernels_common import errstate
 from lafuse.runtime.values import choose_format, is_sparse, to_dense
 from lafuse.sparse import sp

@@ -55,7 +55,7 @@ from lafuse.runtime.io.readers import (
 )
 from lafuse.runtime.io.text import INT, decode, lines, split_csv
 from lafuse.runtime.local import sdsrand
-from lafuse.runtime.local.backend import bind_args
+from lafuse.runtime.local.kernels import bind_args
 from lafuse.runtime.local.kernels_common import need_float, trunc_index
 from lafuse.runtime.local.kernels_datagen import k_rand
 from lafuse.runtime.values import choose_format, is_matrix, nnz, to_dense

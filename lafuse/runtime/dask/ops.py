@@ -20,7 +20,7 @@ from lafuse.plan import exectype
 from lafuse.plan.instructions import Instruction
 from lafuse.runtime.dask import blocks as B
 from lafuse.runtime.dask.matrix import Blocked
-from lafuse.runtime.local.backend import bind_args
+from lafuse.runtime.local.kernels import bind_args
 from lafuse.runtime.local.kernels_reorg import _checked_bounds
 
 if TYPE_CHECKING:

@@ -17,12 +17,12 @@ from typing import Any
 from lafuse import memory
 from lafuse.formats import CSR, DENSE
 from lafuse.hops.hop import Hop
-from lafuse.lang.builtins import REQUIRED, SPECS
 from lafuse.plan.build import SHAPE_ONLY, scalar_cast
 from lafuse.plan.instructions import LOCAL, Instruction
 from lafuse.runtime import reuse
 from lafuse.runtime.bind import SPECIAL
 from lafuse.runtime.dask.matrix import Blocked
+from lafuse.runtime.local.kernels import bind_args
 from lafuse.runtime.local.kernels_common import norm_scalar
 from lafuse.runtime.values import cast_scalar, is_sparse, to_csr, to_dense
 
@@ -123,28 +123,6 @@ def _dims_anywhere(op: str, kernel: Callable[..., Any]) -> Callable[..., Any]:
         return kernel(x)
 
     return run
-
-
-def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap ``kernel`` so it receives arguments in the catalogue's positional order with defaults."""
-    spec = SPECS.get(op)
-    if spec is None or slots is None or spec.varargs or op == "list":
-        return kernel
-    pnames = spec.param_names
-    if tuple(slots) == pnames:
-        return kernel
-    where = {s: i for i, s in enumerate(slots)}
-    plan: list[tuple[bool, Any]] = []
-    for p, d in spec.params:
-        if p in where:
-            plan.append((True, where[p]))
-        else:
-            plan.append((False, None if d is REQUIRED else d))
-
-    def call(*args: Any) -> Any:
-        return kernel(*[args[v] if is_arg else v for is_arg, v in plan])
-
-    return call
 
 
 def evaluate_literals(h: Hop, kernels: dict[str, Callable[..., Any]]) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from lafuse.lang.builtins import REQUIRED, SPECS
 from lafuse.runtime.local import kernels_agg as agg
 from lafuse.runtime.local import kernels_datagen as datagen
 from lafuse.runtime.local import kernels_dist as dist
@@ -88,3 +89,25 @@ KERNELS.update({
 })
 
 __all__ = ["KERNELS", "to_dml_string"]
+
+
+def bind_args(op: str, slots: tuple[str, ...] | None, kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``kernel`` so it receives arguments in the catalogue's positional order with defaults."""
+    spec = SPECS.get(op)
+    if spec is None or slots is None or spec.varargs or op == "list":
+        return kernel
+    pnames = spec.param_names
+    if tuple(slots) == pnames:
+        return kernel
+    where = {s: i for i, s in enumerate(slots)}
+    plan: list[tuple[bool, Any]] = []
+    for p, d in spec.params:
+        if p in where:
+            plan.append((True, where[p]))
+        else:
+            plan.append((False, None if d is REQUIRED else d))
+
+    def call(*args: Any) -> Any:
+        return kernel(*[args[v] if is_arg else v for is_arg, v in plan])
+
+    return call

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from lafuse.hops import mmplan as M
-from lafuse.runtime.local.backend import bind_args
-from lafuse.runtime.local.kernels import KERNELS
+from lafuse.runtime.local.kernels import KERNELS, bind_args
 from lafuse.runtime.local.kernels_common import is_mat
 
 Held = tuple[Any, "M.Region | None"]  # a value and the region it holds (None: a scalar)
