@@ -634,8 +634,9 @@ def fuseme_verdict(row: dict[str, Any]) -> str:
     than SystemDS -exec spark, with its code generation off and on (the faster of the two)."""
     sy = row.get("systems") or {}
 
-    def moved(k: str) -> float | None:
-        return ((sy.get(k) or {}).get("counts") or {}).get("moved_bytes")
+    def moved(k: str) -> float | None:  # (a failed run's bytes count for nothing)
+        got = sy.get(k) or {}
+        return (got.get("counts") or {}).get("moved_bytes") if got.get("time") is not None else None
 
     def t(k: str) -> float | None:
         return (sy.get(k) or {}).get("time")
