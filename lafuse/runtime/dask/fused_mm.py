@@ -9,10 +9,12 @@ and replicating operators are its corners).
   (inner r, columns q), then multiplies them. Each input's region comes from hops.mmplan.need; the
   task receives the region's blocks and pastes them itself (:func:`run_task`).
 * With R > 1, the R partial products of (p, q) are added on the piece's worker (the aggregation
-  step), and one more task runs the O-space on the sum. With R = 1, one task does all of it.
-* Results: each piece's block range of the result, cut into blocks; an aggregate's partial
-  results are added in a fixed order (pieces in (p, q) order), so a value never depends on
-  scheduling.
+  step), and one more task runs the O-space on the sum. With R = 1, one task does all of it, a
+  block row of the piece at a time (the product and the O-space's values are held for one block
+  row, not for the piece).
+* Results: an unaggregated piece comes back as its blocks, cut in the task (so it is held once);
+  an aggregate's partial results are added in a fixed order (block rows, then pieces in (p, q)
+  order), so a value never depends on scheduling.
 
 Placement and the byte models are runtime.dask.fused_outer's: the tasks of one worker form a
 contiguous run on the worker holding most of what they read.
