@@ -301,10 +301,7 @@ def alscg_finish(xp: Any, ops: Any, d: dict, st: tuple) -> tuple:
 
 
 AE_BATCH = 256
-AE_DML = f"""
-n = nrow(X)
-nb = ceil(n / {AE_BATCH})
-W1 = W10
+AE_INIT = """W1 = W10
 W2 = W20
 W3 = W30
 W4 = W40
@@ -312,25 +309,38 @@ b1 = matrix(0, rows=1, cols=ncol(W1))
 b2 = matrix(0, rows=1, cols=ncol(W2))
 b3 = matrix(0, rows=1, cols=ncol(W3))
 b4 = matrix(0, rows=1, cols=ncol(W4))
-for (ep in 1:ITER) {{
+"""
+
+
+def ae_step_dml(x: str, indent: str) -> str:
+    """One gradient step of the two-layer autoencoder on the rows ``x`` (DML lines, indented): the
+    mini-batch benchmark's and the distributed section's full-batch one."""
+    lines = f"""A1 = 1 / (1 + exp(-({x} %*% W1 + b1)))
+A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))
+A3 = 1 / (1 + exp(-(A2 %*% W3 + b3)))
+D4 = (A3 %*% W4 + b4 - {x}) / nrow({x})
+D3 = (D4 %*% t(W4)) * A3 * (1 - A3)
+D2 = (D3 %*% t(W3)) * A2 * (1 - A2)
+D1 = (D2 %*% t(W2)) * A1 * (1 - A1)
+W4 = W4 - 0.1 * (t(A3) %*% D4)
+b4 = b4 - 0.1 * colSums(D4)
+W3 = W3 - 0.1 * (t(A2) %*% D3)
+b3 = b3 - 0.1 * colSums(D3)
+W2 = W2 - 0.1 * (t(A1) %*% D2)
+b2 = b2 - 0.1 * colSums(D2)
+W1 = W1 - 0.1 * (t({x}) %*% D1)
+b1 = b1 - 0.1 * colSums(D1)
+"""
+    return "".join(indent + ln for ln in lines.splitlines(keepends=True))
+
+
+AE_DML = f"""
+n = nrow(X)
+nb = ceil(n / {AE_BATCH})
+{AE_INIT}for (ep in 1:ITER) {{
   for (bi in 1:nb) {{
     Xb = X[((bi - 1) * {AE_BATCH} + 1):min(n, bi * {AE_BATCH}), ]
-    A1 = 1 / (1 + exp(-(Xb %*% W1 + b1)))
-    A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))
-    A3 = 1 / (1 + exp(-(A2 %*% W3 + b3)))
-    D4 = (A3 %*% W4 + b4 - Xb) / nrow(Xb)
-    D3 = (D4 %*% t(W4)) * A3 * (1 - A3)
-    D2 = (D3 %*% t(W3)) * A2 * (1 - A2)
-    D1 = (D2 %*% t(W2)) * A1 * (1 - A1)
-    W4 = W4 - 0.1 * (t(A3) %*% D4)
-    b4 = b4 - 0.1 * colSums(D4)
-    W3 = W3 - 0.1 * (t(A2) %*% D3)
-    b3 = b3 - 0.1 * colSums(D3)
-    W2 = W2 - 0.1 * (t(A1) %*% D2)
-    b2 = b2 - 0.1 * colSums(D2)
-    W1 = W1 - 0.1 * (t(Xb) %*% D1)
-    b1 = b1 - 0.1 * colSums(D1)
-  }}
+{ae_step_dml("Xb", "    ")}  }}
 }}
 A1 = 1 / (1 + exp(-(X %*% W1 + b1)))
 A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))

@@ -100,32 +100,9 @@ DATA_VERSION = 1  # bump when a generator changes: cached data sets are keyed by
 OUTER_LOG_DML = "r1 = sum(X * log(U %*% t(V) + 1e-15))\n"
 # paper 004 §6.5's AutoEncoder (SystemDS's autoencoder_2layer architecture), a full batch per step:
 # every product has X's rows, so each layer's operators are one FuseME partial plan
-AE_FULL_DML = """
-W1 = W10
-W2 = W20
-W3 = W30
-W4 = W40
-b1 = matrix(0, rows=1, cols=ncol(W1))
-b2 = matrix(0, rows=1, cols=ncol(W2))
-b3 = matrix(0, rows=1, cols=ncol(W3))
-b4 = matrix(0, rows=1, cols=ncol(W4))
-for (iter in 1:ITER) {
-  A1 = 1 / (1 + exp(-(X %*% W1 + b1)))
-  A2 = 1 / (1 + exp(-(A1 %*% W2 + b2)))
-  A3 = 1 / (1 + exp(-(A2 %*% W3 + b3)))
-  D4 = (A3 %*% W4 + b4 - X) / nrow(X)
-  D3 = (D4 %*% t(W4)) * A3 * (1 - A3)
-  D2 = (D3 %*% t(W3)) * A2 * (1 - A2)
-  D1 = (D2 %*% t(W2)) * A1 * (1 - A1)
-  W4 = W4 - 0.1 * (t(A3) %*% D4)
-  b4 = b4 - 0.1 * colSums(D4)
-  W3 = W3 - 0.1 * (t(A2) %*% D3)
-  b3 = b3 - 0.1 * colSums(D3)
-  W2 = W2 - 0.1 * (t(A1) %*% D2)
-  b2 = b2 - 0.1 * colSums(D2)
-  W1 = W1 - 0.1 * (t(X) %*% D1)
-  b1 = b1 - 0.1 * colSums(D1)
-}
+AE_FULL_DML = f"""
+{algorithms.AE_INIT}for (iter in 1:ITER) {{
+{algorithms.ae_step_dml("X", "  ")}}}
 r1 = sum(W1)
 r2 = sum(W4)
 """
