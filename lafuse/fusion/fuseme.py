@@ -157,10 +157,8 @@ def operator(part: CFG.Partial, cons: dict[int, list[Hop]], roots: set[int]
     rest = frozenset(range(len(order))) - left - right - {main}
     plan = M.MMPlan(nodes, main, frozenset(left), frozenset(right), rest, index[top.id],
                     tuple((h.rows, h.cols, h.dt) for h in inputs))
-    dep = plan.depends_on_main()
-    if top.op in M.AGGREGATES and index[top.id] in dep:
-        plan = M.MMPlan(plan.nodes, main, plan.left, plan.right, rest, plan.out, plan.inputs,
-                        M.AGGREGATES[top.op])
+    if top.op in M.AGGREGATES and index[top.id] in plan.dependents:
+        plan = dataclasses.replace(plan, agg=M.AGGREGATES[top.op])
     why = M.check(plan)
     return why if why is not None else (plan, inputs, top)
 
@@ -169,7 +167,7 @@ def _sparse_masked(plan: M.MMPlan, inputs: list[Hop]) -> bool:
     """A cell-wise product of the main product's values with an input of its shape that may be
     sparse (the outer template's driver, whose zeros it skips)."""
     m = plan.nodes[plan.main]
-    dep = plan.depends_on_main() | {plan.main}
+    dep = plan.dependents | {plan.main}
     for k in dep:
         n = plan.nodes[k]
         if n.op == "*" and any(a < 0 and plan.dims(a)[:2] == (m.rows, m.cols) and _may_be_sparse(inputs[-1 - a])

@@ -25,6 +25,7 @@ What fits (checked by :func:`check`, so what the runtime is handed always runs):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from lafuse.hops.hop import MATRIX
@@ -71,14 +72,16 @@ class MMPlan:
             return n.rows, n.cols, n.dt
         return self.inputs[-1 - ref]
 
-    def depends_on_main(self) -> set[int]:
-        """The O-space nodes that read M, directly or through others."""
+    @functools.cached_property
+    def dependents(self) -> frozenset[int]:
+        """The O-space nodes that read M, directly or through others (derived once per plan: every
+        block row of a task asks)."""
         out = {self.main}
         for k in sorted(self.rest):
             if any(a in out for a in self.nodes[k].args):
                 out.add(k)
         out.discard(self.main)
-        return out
+        return frozenset(out)
 
     def describe(self) -> str:
         """``{t(V)%*%X; *, /, %*%}``: the main product and the other operators (``--explain``)."""
@@ -167,7 +170,7 @@ def rest_regions(plan: MMPlan, bs: int, rows: tuple[int, int], cols: tuple[int, 
 
 def upward(plan: MMPlan, piece: Region) -> dict[int, Region]:
     """The region of every node that depends on M at M's piece ``piece`` (the top's included)."""
-    dep = plan.depends_on_main()
+    dep = plan.dependents
     got = {plan.main: piece}
     for k in sorted(dep):
         n = plan.nodes[k]
@@ -184,7 +187,7 @@ def upward(plan: MMPlan, piece: Region) -> dict[int, Region]:
 
 def check(plan: MMPlan) -> str | None:
     """Why the runtime could not run ``plan`` (None: it can; module docstring)."""
-    dep = plan.depends_on_main()
+    dep = plan.dependents
     for k, n in enumerate(plan.nodes):
         if n.kind == "matmult":
             if k != plan.main and any(a in dep or a == plan.main for a in n.args):

@@ -49,7 +49,7 @@ def test_gnmf_update_chains_become_operators_with_their_gram_product_an_input(gn
         main = plan.nodes[plan.main]
         assert main.op == "%*%" and not plan.left and not plan.right  # both operands read from outside
         assert sorted(plan.nodes[k].op for k in plan.rest) == ["%*%", "*", "/"]  # G %*% U nested in O
-        assert plan.depends_on_main() == {k for k in plan.rest if plan.nodes[k].op in ("*", "/")}
+        assert plan.dependents == {k for k in plan.rest if plan.nodes[k].op in ("*", "/")}
         assert len(inputs) == 4 and M.check(plan) is None  # X, t(V) or t(U), the factor, the Gram product
 
 

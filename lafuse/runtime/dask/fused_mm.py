@@ -83,10 +83,17 @@ def run(be: DaskBackend, plan: M.MMPlan, choice: FusedChoice, bs: int, args: tup
                 vals.append(x)
         return tuple(refs), vals
 
+    seen: dict[tuple[Task, str], list[Read]] = {}
+
+    def read(t: Task, stage: str) -> list[Read]:  # (asked by the placement and by the submission)
+        if (t, stage) not in seen:
+            seen[(t, stage)] = reads(plan, bs, box(*t), stage)
+        return seen[(t, stage)]
+
     def futures(t: Task) -> list[Any]:
-        items = reads(plan, bs, box(*t), "all" if len(kc) == 2 else "product")
+        items = read(t, "all" if len(kc) == 2 else "product")
         if len(kc) > 2 and t[2] == 0:
-            items += reads(plan, bs, box(*t), "rest")
+            items = items + read(t, "rest")
         return [f for _, ref, reg in items for f in blocks_in(args[-1 - ref], *reg)]
 
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
@@ -96,15 +103,15 @@ def run(be: DaskBackend, plan: M.MMPlan, choice: FusedChoice, bs: int, args: tup
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]
         if len(kc) == 2:
-            refs, vals = operands(reads(plan, bs, box(p, q, 0), "all"))
+            refs, vals = operands(read((p, q, 0), "all"))
             return sh.submit(w0, run_task, plan, bs, "all", box(p, q, 0), refs, *vals), w0
         parts = []
         for r in range(len(kc) - 1):
             w = layout[(p, q, r)]
-            refs, vals = operands(reads(plan, bs, box(p, q, r), "product"))
+            refs, vals = operands(read((p, q, r), "product"))
             parts.append(sh.submit(w, run_task, plan, bs, "product", box(p, q, r), refs, *vals))
         summed = tree(sh.at(w0), parts, B.fold_each, "+")  # (the aggregation step, on the piece's worker)
-        refs, vals = operands(reads(plan, bs, box(p, q, 0), "rest"))
+        refs, vals = operands(read((p, q, 0), "rest"))
         return sh.submit(w0, run_task, plan, bs, "rest", box(p, q, 0), refs, summed, *vals), w0
 
     res = {(p, q): task(p, q) for p in range(len(rc) - 1) for q in range(len(cc) - 1)}

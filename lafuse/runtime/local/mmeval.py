@@ -34,7 +34,7 @@ def evaluate(plan: M.MMPlan, bs: int, members: frozenset[int] | set[int], region
     """The value of ``target`` (held, cut to its region), computing the ``members`` that ``regions``
     names at their regions from ``env`` (inputs and given nodes, by reference). A value is dropped
     after its last reader: a task's pieces are large, and the worker's memory is shared."""
-    pieced = plan.depends_on_main() | {plan.main}
+    pieced = plan.dependents | {plan.main}
     todo = [k for k in sorted(members) if k not in env and k in regions]
     uses: dict[int, int] = {target: 1}
     for k in todo:
