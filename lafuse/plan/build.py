@@ -107,15 +107,14 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         if h.op == "lix":
             ins.inplace = _inplace_candidate(h, users, dag)
         transitive = bool(on_dask) and exec_mode == "auto" and _follows_distributed(ins, on_dask, users)
-        if h.kind == "cuboid":  # (fusion.fuseme made it for the cluster)
-            ins.exec_type = DASK
-            _distribute(ins, (cluster() if callable(cluster) else cluster) or exectype.ClusterShape())
-            on_dask.add(h.id)
-        elif transitive or exectype.may_distribute(ins.need, budget, exec_mode):
-            ok = exectype.distributable(ins)
+        if h.kind == "cuboid" or transitive or exectype.may_distribute(ins.need, budget, exec_mode):
             shape = (cluster() if callable(cluster) else cluster) or exectype.ClusterShape()
-            ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok, _cells(h),
-                                                                           shape.min_cells)
+            if h.kind == "cuboid":  # (fusion.fuseme made it for the cluster)
+                ins.exec_type = DASK
+            else:
+                ok = exectype.distributable(ins)
+                ins.exec_type = DASK if transitive and ok else exectype.choose(ins.need, budget, exec_mode, ok,
+                                                                               _cells(h), shape.min_cells)
             if ins.exec_type == DASK:
                 _distribute(ins, shape)
                 on_dask.add(h.id)

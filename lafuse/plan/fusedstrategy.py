@@ -106,8 +106,11 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
     forced = cfgmod.get().dist_fused
     cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes)
     tasks = cl.nodes * cl.tasks_per_node
-    if ins.hop.kind == "cuboid":
-        return _covering(forced, m, cl, tasks)
+    if forced == "bfo" and ins.hop.kind == "cuboid":
+        # a partial plan of several operators (fusion.fuseme): the longer of the product's result
+        # dimensions split over the tasks, the other operand whole to each (SystemDS's broadcast product)
+        c = (min(tasks, m.I), 1, 1) if m.I >= m.J else (1, min(tasks, m.J), 1)
+        return FusedChoice("bfo", c, cuboid.net_est(c, m), 0.0, cuboid.mem_est(c, m), cuboid.cost(c, m, cl))
     if forced == "bfo":  # (its communication and operations are the model's at the corner (T, T, 1))
         corner = (tasks, tasks, 1)
         return FusedChoice("bfo", (min(tasks, m.I), 1, 1), cuboid.net_est(corner, m), 0.0,
@@ -118,19 +121,3 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
     got = cuboid.search(m, cl)
     return FusedChoice("cfo", got.pqr, got.net, cuboid.aggregation(got.pqr, m), got.memory, got.cost)
 
-
-def _covering(forced: str, m: cuboid.Model, cl: cuboid.Cluster, tasks: int) -> FusedChoice:
-    """The operator of a partial plan covering several operators (fusion.fuseme; runtime.dask.fused_mm
-    runs each kind at its point): ``bfo`` splits the longer of the product's result dimensions over
-    the tasks and sends the other operand whole to each (SystemDS's broadcast product), ``rfo`` is
-    a task per result block with its operands' panels, ``cfo`` and ``cost`` the searched point."""
-    from lafuse.cost import cuboid  # deferred: see model
-
-    if forced in ("bfo", "rfo"):
-        if forced == "rfo":
-            c = (m.I, m.J, 1)
-        else:
-            c = (min(tasks, m.I), 1, 1) if m.I >= m.J else (1, min(tasks, m.J), 1)
-        return FusedChoice(forced, c, cuboid.net_est(c, m), 0.0, cuboid.mem_est(c, m), cuboid.cost(c, m, cl))
-    got = cuboid.search(m, cl)
-    return FusedChoice("cfo", got.pqr, got.net, cuboid.aggregation(got.pqr, m), got.memory, got.cost)
