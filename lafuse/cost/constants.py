@@ -40,9 +40,11 @@ DASK_TRANSFER_BW = 1.4e9  # bytes/s, a block moved between this process and a wo
 TASK_MEMORY_FRACTION = 0.3
 # bytes of a worker's memory limit its process holds before any data: an idle worker with NumPy,
 # SciPy, lafuse and Numba imported (the fused kernels) measured 133 MiB RSS (62 MiB fresh); theta_t is
-# the fraction of what remains, at least of a quarter of the limit. At 384 MiB workers the
-# autoencoder's cuboids planned 100 MB tasks against the whole limit and the workers paused and
-# resumed for minutes without finishing
+# the fraction of what remains after it and the worker's share of the block's distributed inputs
+# (fusion.fuseme), at least of a quarter of the limit. At 384 MiB workers the autoencoder's cuboids
+# planned 100 MB tasks against the whole limit and the workers paused and resumed for minutes without
+# finishing; with the baseline alone, 73 MiB tasks beside a 320 MB X restarted workers for 15 minutes;
+# with X's share too (29 MiB tasks) one full-batch step took 9 s
 WORKER_BASELINE_BYTES = 140 << 20
 DEFAULT_NET_BW = 1.4e9  # bytes/s, a block one Dask worker fetches from another (calibrate measured 2.9e9 on loopback here)
 DEFAULT_CODEGEN_COMPILE_TIME = 1.3  # s, compiling one generated kernel cold (measured 1.2-1.7 s here)

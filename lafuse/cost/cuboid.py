@@ -94,12 +94,15 @@ class Cluster:
     compute_bw: float
 
 
-def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1) -> Cluster:
+def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1,
+               resident: float = 0.0) -> Cluster:
     """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing
-    TASK_MEMORY_FRACTION of a worker's memory beyond its process's own (WORKER_BASELINE_BYTES), the profile's worker-to-worker bandwidth (``lafuse
+    TASK_MEMORY_FRACTION of a worker's memory beyond its process's own (WORKER_BASELINE_BYTES) and
+    its share of ``resident``, the data the cluster holds meanwhile (at least a quarter of the limit
+    is left: beyond that the worker spills), the profile's worker-to-worker bandwidth (``lafuse
     calibrate``) and its BLAS rate per core times the threads."""
     per_core = prof.blas_flops / max(1, prof.threads)
-    usable = max(worker_bytes - WORKER_BASELINE_BYTES, worker_bytes / 4)
+    usable = max(worker_bytes - WORKER_BASELINE_BYTES - resident / max(1, workers), worker_bytes / 4)
     return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads),
                    task_memory=TASK_MEMORY_FRACTION * usable / max(1, threads),
                    net_bw=prof.net_bw, compute_bw=per_core * max(1, threads))

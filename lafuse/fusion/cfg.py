@@ -2,9 +2,9 @@
 distributed cuboid operator (lafuse.cost.cuboid) covers, several matrix multiplications included.
 
 * Exploration (Alg. 2, :func:`explore`): grow a partial plan F from a seed product by its adjacent
-  operators still in the workload. A termination operator (an output two or more operators read, a
-  materialization point; or a unary aggregation over more than one block, which needs a shuffle) joins
-  only as F's top, a consumer of F, after which F stops growing upwards; a termination input stays out.
+  operators still in the workload. A termination operator (an output two or more distinct operators
+  read, a materialization point; or a unary aggregation over more than one block, which needs a
+  shuffle) joins only as F's top, a consumer of F, after which F stops growing upwards; a termination input stays out.
   Every operator looked at leaves the workload; repeat while a product is left in it.
 * Exploitation (Alg. 3, :func:`exploit`): per candidate, the product with the largest I x J x K block
   space is the main one; the other products, farthest (edges within F) from it first, are split off
@@ -70,7 +70,8 @@ def space_size(h: Hop, bs: int) -> int:
 
 
 def is_termination(h: Hop, cons: dict[int, list[Hop]], bs: int) -> bool:
-    if len(cons.get(h.id, ())) >= 2:
+    # distinct readers: ``x * x`` (a rewritten ``x ^ 2``) reads x twice but is one operator
+    if len({c.id for c in cons.get(h.id, ())}) >= 2:
         return True
     if h.kind == "agg_unary":
         x = h.inputs[0]

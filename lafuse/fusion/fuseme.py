@@ -35,7 +35,7 @@ from lafuse.fusion import cfg as CFG
 from lafuse.fusion.templates import outer_like
 from lafuse.hops import mmplan as M
 from lafuse.hops import patterns, sizes
-from lafuse.hops.hop import Hop
+from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.program import Dag, copy_dag, walk
 from lafuse.hops.sizes import value_bytes
 
@@ -51,12 +51,13 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
     from lafuse.cost import profile  # deferred: the hardware profile, only for a block with products
 
     new = copy_dag(dag)
-    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes)
     cons = CFG.consumers(new)
     roots = {r.id for r in new.roots}
     bounds: dict[int, float] = {}
     for h in new.hops():
         bounds[h.id] = sizes.nnz_bound(h, bounds)
+    resident = _resident(new, min_cells, bounds)
+    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes, resident=resident)
     limit = memory.budget_bytes() if budget is None else budget
     local = _kept_local(new, cons, exec_mode, limit, bounds)
     repl: dict[int, Hop] = {}
@@ -72,7 +73,7 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
             continue
         h = Hop(OP, OP, inputs, top.dt, top.vt, top.span,
                 params={"mmplan": plan, "model": _materialized(CFG.model(part.ops, part.main, block, cons), part),
-                        "covers": sorted(part.ops)})
+                        "covers": sorted(part.ops), "resident": resident})
         h.copy_dims(top)
         repl[top.id] = h
     if not repl:
@@ -94,6 +95,16 @@ def _materialized(m: cuboid.Model, part: CFG.Partial) -> cuboid.Model:
         m, O=dataclasses.replace(m.O, outputs=(*m.O.outputs, value_bytes(part.main))),
         L=dataclasses.replace(m.L, outputs=(*m.L.outputs, value_bytes(a))) if a.id in part.ops else m.L,
         R=dataclasses.replace(m.R, outputs=(*m.R.outputs, value_bytes(b))) if b.id in part.ops else m.R)
+
+
+def _resident(dag: Dag, min_cells: int, bounds: dict[int, float]) -> float:
+    """Bytes of the block's distributed inputs (matrices read from outside it, of at least
+    ``min_cells`` cells): what the workers hold while its operators run, beside their tasks. An
+    autoencoder's 320 MB X on two 384 MiB workers left a task a quarter of what the limit alone
+    suggests; tasks planned against the limit alone kept the workers pausing and restarting."""
+    return float(sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+                     for h in dag.hops() if not h.inputs and h.dt == MATRIX and h.rows >= 0 and h.cols >= 0
+                     and float(h.rows) * h.cols >= min_cells))
 
 
 def _kept_local(dag: Dag, users: dict[int, list[Hop]], exec_mode: str, budget: float, bounds: dict[int, float]

@@ -104,7 +104,8 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
     from lafuse.cost import profile as cost_profile
 
     forced = cfgmod.get().dist_fused
-    cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes)
+    cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes,
+                           resident=ins.hop.params.get("resident", 0.0) if ins.hop.kind == "cuboid" else 0.0)
     tasks = cl.nodes * cl.tasks_per_node
     if forced == "bfo" and ins.hop.kind == "cuboid":
         # a partial plan of several operators (fusion.fuseme): the longer of the product's result

@@ -87,10 +87,20 @@ def test_fuseme_verdict_names_each_missed_goal() -> None:
                  "lafuse-cfo": (1.2, 3 * 2**20), "sds-spark": (3.0, None)})
     got = db.fuseme_verdict(bad)
     assert got.startswith("missed: ")
-    assert "CFO moved 3 MiB > min(BFO, RFO) 8.58e-06 MiB" in got and "cost-chosen 1.50x the fastest forced operator" in got
+    assert "CFO moved 3 MiB >= min(BFO, RFO) 8.58e-06 MiB" in got and "cost-chosen 1.50x the fastest forced operator" in got
     assert "lafuse RFO 1.33x SystemDS -exec spark" in got
     bad["systems"]["lafuse-bfo"]["time"] = None
     assert "lafuse BFO failed" in db.fuseme_verdict(bad)
+    # the fused operators' own bytes count where measured; CFO at BFO's or RFO's point of each
+    # operator is their plan (no byte goal), at a point of its own it must move less
+    ops = row(**{"lafuse-cost": (1.0, 9), "lafuse-bfo": (1.0, 9), "lafuse-rfo": (1.0, 9), "lafuse-cfo": (1.0, 1),
+                 "sds-spark": (3.0, None)})
+    for k, (fused, points) in {"lafuse-bfo": (4, "(2,1,1) (1,2,1)"), "lafuse-rfo": (4, "(8,1,1) (1,8,1)"),
+                               "lafuse-cfo": (5, "(2,1,1) (1,8,1)")}.items():
+        ops["systems"][k]["counts"].update(fused_moved_bytes=fused * 2**20, points=points)
+    assert db.fuseme_verdict(ops) == "met"
+    ops["systems"]["lafuse-cfo"]["counts"]["points"] = "(2,1,1) (1,4,1)"
+    assert db.fuseme_verdict(ops) == "missed: CFO moved 5 MiB >= min(BFO, RFO) 4 MiB"
 
 
 def test_memory_case_verdict() -> None:
@@ -107,3 +117,14 @@ def test_memory_case_verdict() -> None:
     got = fuseme_memory.verdict({"lafuse-bfo": e(error="x"), "lafuse-cfo": e(check="MISMATCH rel 1e-3"),
                                  "lafuse-cost": e()})
     assert got == "missed: lafuse CFO: MISMATCH rel 1e-3", got
+
+
+def test_fused_models_reads_every_operators_point_and_bytes() -> None:
+    out = ("x\nDask fused operators, MiB moved between workers estimated / worker model / measured: "
+           "cuboid cfo(1,2,1) 15.5 / 8.95 / 8.5, cuboid cfo(12,1,1) 20.2 / 0.305 / 0.25\n")
+    got = db.fused_models(out)
+    assert got["operator"] == "cfo(1,2,1)" and got["points"] == "(1,2,1) (12,1,1)"
+    assert got["model_bytes"] == pytest.approx(35.7 * 2**20)
+    assert got["worker_model_bytes"] == pytest.approx(9.255 * 2**20)
+    assert got["fused_moved_bytes"] == pytest.approx(8.75 * 2**20)
+    assert db.fused_models("no stats") == {}

@@ -94,3 +94,16 @@ def test_an_outer_product_loss_is_one_candidate_with_its_three_spaces():
     assert model.R.ops == m * k  # the transpose, once per replica of the R-space
     assert len(model.O.inputs) == 1 and model.O.inputs[0] < n * m * 8 * 0.01  # X, sparse
     assert model.O.outputs == (8.0,)  # the sum, read outside
+
+
+def test_a_squared_loss_reads_its_difference_twice_and_is_still_one_candidate():
+    """``(X - W %*% H) ^ 2`` becomes ``d * d``: one operator reading d twice, not two readers (that
+    made d a termination operator, and the dense difference a result of the cluster's operator)."""
+    n, m, k = 14000, 7500, 10
+    X = sp.random_array((n, m), density=0.01, random_state=3, format="csr")
+    dag = _dag("for (i in 1:2) { L = sum((X - W %*% H) ^ 2) }",
+               {"X": X, "W": np.ones((n, k)), "H": np.ones((k, m))}, ("L",))
+    (F,) = CFG.explore(dag, BS)
+    assert sorted(_describe(h) for h in F.values()) == sorted(["W%*%H", "-", "*", "sum"])
+    d = next(h for h in F.values() if h.op == "-")
+    assert not CFG.is_termination(d, CFG.consumers(dag), BS)

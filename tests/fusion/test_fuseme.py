@@ -12,6 +12,7 @@ from lafuse.cost import cuboid as cb
 from lafuse.fusion import cfg as CFG
 from lafuse.fusion import fuseme
 from lafuse.hops import mmplan as M
+from lafuse.hops import sizes
 from lafuse.runtime.local import mmeval
 from tests.fusion.test_cfg import GNMF, _dag
 
@@ -69,6 +70,12 @@ def test_a_block_that_stays_local_is_not_changed(gnmf):
     changed = fuseme.apply(gnmf, "dask", BS, 2, 2.0**30, 4)
     assert changed is not gnmf and sum(h.kind == "cuboid" for h in changed.hops()) == 2
     assert not any(h.kind == "cuboid" for h in gnmf.hops())  # (a copy was changed)
+    # what the workers hold beside the operators' tasks: the block's distributed inputs X, V and U
+    # (the cluster plans a task's memory without them; plan.fusedstrategy reads it from the HOP)
+    reads = {h.name: h for h in gnmf.hops() if h.op == "tread" and h.name in ("X", "V", "U")}
+    held = [h.params["resident"] for h in changed.hops() if h.kind == "cuboid"]
+    assert held[0] == held[1] == pytest.approx(sum(sizes.output_bytes(h.rows, h.cols, h.nnz) for h in reads.values()))
+    assert fuseme._resident(gnmf, 10**9, {}) == 0.0  # (under the minimum: stays local, not held)
 
 
 def test_the_regions_a_cuboid_reads():

@@ -26,5 +26,10 @@ def test_the_profile_rate_is_the_cuboid_clusters_bandwidth():
     cl = cb.cluster_of(prof, workers=2, worker_bytes=384 * 2**20)
     assert (cl.nodes, cl.tasks_per_node, cl.net_bw, cl.compute_bw) == (2, 1, 2.5e8, 2e10)
     assert cl.task_memory == TASK_MEMORY_FRACTION * (384 * 2**20 - WORKER_BASELINE_BYTES)
+    # the data the cluster holds meanwhile, spread over the workers, leaves less (a quarter at least)
+    held = cb.cluster_of(prof, workers=2, worker_bytes=384 * 2**20, resident=100 * 2**20)
+    assert held.task_memory == TASK_MEMORY_FRACTION * (384 * 2**20 - WORKER_BASELINE_BYTES - 50 * 2**20)
+    full = cb.cluster_of(prof, workers=2, worker_bytes=384 * 2**20, resident=640 * 2**20)
+    assert full.task_memory == TASK_MEMORY_FRACTION * 96 * 2**20
     with pytest.raises(ValueError, match="net_bw"):
         HardwareProfile.from_dict({"net_bw": 0})

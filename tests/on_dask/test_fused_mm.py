@@ -29,6 +29,7 @@ for (i in 1:2) {
   H = H * (t(W) %*% X) / (t(W) %*% W %*% H)
   W = W * (X %*% t(H)) / (W %*% (H %*% t(H)))
 }
+L = sum((X - W %*% H) ^ 2)
 """
 AE = """
 X = rand(rows=40, cols=23, seed=1)
@@ -60,7 +61,7 @@ r = rowSums(sqrt(X %*% (W + 1)) + 1)
 c = colSums((X %*% (2 * W)) * Y)
 T = t(abs(X %*% (W - 1) - 2))
 """
-CASES = {"gnmf": (GNMF, ("W", "H")), "ae": (AE, ("W1", "W2", "W3", "W4")), "aggs": (AGGS, ("s", "r", "c", "T"))}
+CASES = {"gnmf": (GNMF, ("W", "H", "L")), "ae": (AE, ("W1", "W2", "W3", "W4")), "aggs": (AGGS, ("s", "r", "c", "T"))}
 
 
 def _cfg(scheduler: str | None = None, **kw) -> cfgmod.Config:
@@ -101,11 +102,13 @@ def test_gnmf_runs_the_papers_plans(dask_scheduler):
     its own); no cell-wise operator of the chains is left on the cluster."""
     plan = _plan("gnmf", _cfg(dask_scheduler))
     body = plan[plan.index("WHILE") if "WHILE" in plan else plan.index("FOR"):]
-    cuboids = re.findall(r"DASK cuboid .*\{(.*)\}", body)
+    cuboids = re.findall(r"DASK cuboid [^\[]*\[\d+,\d+,.*\{(.*)\}", body)  # (a matrix result: not the loss)
     assert len(cuboids) == 2, body
     assert all(c.count("%*%") == 2 and "*" in c.split(";")[1] and "/" in c for c in cuboids), cuboids
     assert not re.search(r"DASK (\*|/) ", body), body
     assert len(re.findall(r"DASK (ba\+\*|%\*%|tsmm|mapmm\w*|cpmm|rmm)\b", body)) == 2, body
+    # the loss: one operator from the product to the sum (the dense W %*% H is never a value)
+    assert re.search(r"DASK cuboid .*-> \S+ \[scalar\.double\] .*\{in0%\*%in1; -, \*, sum\}", plan), plan
 
 
 @pytest.mark.parametrize("pqr", [(1, 1, 1), (2, 1, 2), (1, 3, 2), (6, 4, 1), (3, 2, 2), (9, 9, 9)])

@@ -168,15 +168,21 @@ def run_task(plan: M.MMPlan, bs: int, stage: str, box: tuple[tuple[int, int], ..
     # "all": a block row of the piece at a time, so the product and the O-space's values are held for
     # one block row, not the piece (paper 004's memory estimate counts a task's inputs, not these)
     rows = [((i, i + 1), box[1], box[2]) for i in range(*box[0])]
+    first = M.upward(plan, (*rows[0][0], *box[1]))[plan.out]
+    # an unaggregated result by block rows: each row's blocks cut as it comes (row-major, as
+    # _result's), so the piece is never held twice (its rows, then the rows stacked and cut)
+    cut = len(rows) > 1 and plan.agg == M.NO_AGG and first[:2] == rows[0][0]
     parts = []
     for sub in rows:
         env = {s: dict(v) for s, v in by.items()}
         env["O"][plan.main] = (_product(plan, bs, sub, env), (*sub[0], *sub[1]))
-        parts.append(mmeval.evaluate(plan, bs, plan.rest, M.rest_regions(plan, bs, sub[0], sub[1]), env["O"], plan.out))
+        got = mmeval.evaluate(plan, bs, plan.rest, M.rest_regions(plan, bs, sub[0], sub[1]), env["O"], plan.out)
+        parts.append(_result(plan, bs, got) if cut else got)
+    if cut:
+        return tuple(b for row in parts for b in row)
     if len(parts) == 1:
         return _result(plan, bs, parts[0])
-    first = M.upward(plan, (*rows[0][0], *box[1]))[plan.out]
-    if first[:2] == rows[0][0] and plan.agg in (M.NO_AGG, "row"):
+    if first[:2] == rows[0][0] and plan.agg == "row":
         return _result(plan, bs, B.stack(True, *parts))
     if first[2:] == rows[0][0] and plan.agg in (M.NO_AGG, "col"):  # (a transposed result)
         return _result(plan, bs, B.stack(False, *parts))
