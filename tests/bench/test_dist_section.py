@@ -91,6 +91,13 @@ def test_fuseme_verdict_names_each_missed_goal() -> None:
     assert "lafuse RFO 1.33x SystemDS -exec spark" in got
     bad["systems"]["lafuse-bfo"]["time"] = None
     assert "lafuse BFO failed" in db.fuseme_verdict(bad)
+    # out of memory where CFO completed: paper 004's memory case, a note; CFO failing too is a miss
+    bad["systems"]["lafuse-bfo"]["error"] = "x.dml:3:4: runtime error: the distributed operator 'cuboid' ran out of memory"
+    got = db.fuseme_verdict(bad)
+    assert "BFO failed" not in got and got.endswith(" (BFO out of memory, CFO completed: paper 004's memory case)")
+    bad["systems"]["lafuse-cfo"]["time"] = None
+    got = db.fuseme_verdict(bad)
+    assert "lafuse BFO failed" in got and "lafuse CFO failed" in got and "memory case" not in got
     # the fused operators' own bytes count where measured; CFO at BFO's or RFO's point of each
     # operator is their plan (no byte goal), at a point of its own it must move less
     ops = row(**{"lafuse-cost": (1.0, 9), "lafuse-bfo": (1.0, 9), "lafuse-rfo": (1.0, 9), "lafuse-cfo": (1.0, 1),
