@@ -4,8 +4,8 @@ distributed cuboid operator (lafuse.cost.cuboid) covers, several matrix multipli
 * Exploration (Alg. 2, :func:`explore`): grow a partial plan F from a seed product by its adjacent
   operators still in the workload. A termination operator (an output two or more distinct operators
   read, a materialization point; or a unary aggregation over more than one block, which needs a
-  shuffle) joins only as F's top, a consumer of F, after which F stops growing upwards; a termination input stays out.
-  Every operator looked at leaves the workload; repeat while a product is left in it.
+  shuffle) joins only as F's top, a consumer of F, after which F stops growing upwards; a termination
+  input stays out. Every operator looked at leaves the workload; repeat while a product is left in it.
 * Exploitation (Alg. 3, :func:`exploit`): per candidate, the product with the largest I x J x K block
   space is the main one; the other products, farthest (edges within F) from it first, are split off
   with the operators that feed them inside F when the cuboid model costs the two parts less than F at

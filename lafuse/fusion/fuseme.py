@@ -102,7 +102,7 @@ def _resident(dag: Dag, min_cells: int, bounds: dict[int, float]) -> float:
     ``min_cells`` cells): what the workers hold while its operators run, beside their tasks. An
     autoencoder's 320 MB X on two 384 MiB workers left a task a quarter of what the limit alone
     suggests; tasks planned against the limit alone kept the workers pausing and restarting."""
-    return float(sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+    return float(sum(sizes.bounded_bytes(h, bounds)
                      for h in dag.hops() if not h.inputs and h.dt == MATRIX and h.rows >= 0 and h.cols >= 0
                      and float(h.rows) * h.cols >= min_cells))
 
@@ -120,7 +120,7 @@ def _kept_local(dag: Dag, users: dict[int, list[Hop]], exec_mode: str, budget: f
     for found in (patterns.squared_losses(order, users, dag, folded), patterns.sampled_sums(order, users, dag, folded)):
         for key, p in found.items():
             operands = {h.id: h for h in (p.x, p.u, p.v)}.values()
-            if sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62))) for h in operands) <= budget:
+            if sum(sizes.bounded_bytes(h, bounds) for h in operands) <= budget:
                 out |= {key, *p.absorbed}
     return out
 
@@ -132,7 +132,7 @@ def _distributed(main: Hop, exec_mode: str, budget: float, min_cells: int, bound
         return False
     if exec_mode == "dask":
         return max(float(h.rows) * h.cols for h in mats) >= min_cells
-    need = sum(sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62))) for h in mats)
+    need = sum(sizes.bounded_bytes(h, bounds) for h in mats)
     return need > budget
 
 

@@ -410,6 +410,12 @@ def _memory(h: Hop) -> None:
     h.mem = total
 
 
+def bounded_bytes(h: Hop, bounds: dict[int, float]) -> float:
+    """Bytes of matrix ``h``'s value at its worst-case non-zeros (``bounds``: :func:`nnz_bound` of
+    every HOP so far; dense where it has none)."""
+    return output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+
+
 def nnz_bound(h: Hop, bounds: dict[int, float]) -> float:
     """A worst-case bound of ``h``'s non-zeros, for memory estimates where ``h.nnz`` (exact or unknown)
     is unknown; ``bounds`` holds the inputs' bounds (a topological pass fills it). Without it, a

@@ -175,7 +175,7 @@ def _local(found: dict[int, Any], exec_mode: str, budget: float, bounds: dict[in
 def _operands_bytes(hops: list[Hop], bounds: dict[int, float]) -> float:
     """Bytes of the distinct matrices ``hops`` (worst-case non-zeros where unknown) and a scalar result."""
     operands = {i.id: i for i in hops if i.dt == MATRIX}.values()
-    return 8.0 + sum(sizes.output_bytes(i.rows, i.cols, int(min(bounds.get(i.id, -1.0), 2.0**62))) for i in operands)
+    return 8.0 + sum(sizes.bounded_bytes(i, bounds) for i in operands)
 
 
 def _distribute(ins: Instruction, cluster: exectype.ClusterShape) -> None:
@@ -346,7 +346,7 @@ def operation_bytes(h: Hop, bounds: dict[int, float]) -> float:
     if h.dt != MATRIX:
         out = 8.0
     else:
-        out = sizes.output_bytes(h.rows, h.cols, int(min(bounds.get(h.id, -1.0), 2.0**62)))
+        out = sizes.bounded_bytes(h, bounds)
     if out < 0:
         return -1.0
     seen: set[int] = set()
@@ -354,5 +354,5 @@ def operation_bytes(h: Hop, bounds: dict[int, float]) -> float:
     for i in h.inputs:
         if i.id not in seen and i.dt == "matrix" and i.rows >= 0 and i.cols >= 0:
             seen.add(i.id)
-            total += sizes.output_bytes(i.rows, i.cols, int(min(bounds.get(i.id, -1.0), 2.0**62)))
+            total += sizes.bounded_bytes(i, bounds)
     return total
