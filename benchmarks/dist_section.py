@@ -377,19 +377,20 @@ def settle(client: Any, timeout: float = 30.0) -> None:
 LEFTOVER_FRACTION = 0.3  # of a worker's memory limit held by its process with no task: restart it
 
 
-def fresh_workers(client: Any) -> bool:
+def fresh_workers(client: Any, always: bool = False) -> bool:
     """Restart the workers when one holds more than LEFTOVER_FRACTION of its memory limit with nothing
     to hold (memory a spilling or failed run of another system left behind, which glibc need not
     return): a worker near its pause threshold at the start would slow the next system down, or
     stall it (a lafuse run on Dask timed out after a dask.array run that had spilled 17 GB).
-    Whether it restarted them."""
+    ``always``: restart them anyway (the FuseME systems, compared with each other within 10%, each
+    start from the same workers). Whether it restarted them."""
     def rss(dask_worker: Any) -> tuple[float, float]:
         import psutil
 
         return float(psutil.Process().memory_info().rss), float(dask_worker.memory_manager.memory_limit or 0)
 
     held = client.run(rss)
-    if all(limit <= 0 or used <= LEFTOVER_FRACTION * limit for used, limit in held.values()):
+    if not always and all(limit <= 0 or used <= LEFTOVER_FRACTION * limit for used, limit in held.values()):
         return False
     client.restart(timeout=120)
     client.wait_for_workers(WORKERS, timeout=120)
@@ -643,7 +644,7 @@ def fuseme_verdict(row: dict[str, Any]) -> str:
     sds = {k: t(k) for k in ("sds-spark", *FUSEME_BASELINES) if t(k) is not None}
     spark = min(sds.values(), default=None)
     cfo_ran = forced["lafuse-cfo"] is not None
-    notes = []
+    notes = ["CFO at BFO's or RFO's (P,Q,R) on every operator: no byte goal"] if corners else []
     for k, mine in forced.items():
         if mine is None and k != "lafuse-cfo" and cfo_ran and "ran out of memory" in ((sy.get(k) or {}).get("error") or ""):
             notes.append(f"{SYSTEM_LABELS[k].split()[-1]} out of memory, CFO completed: paper 004's memory case")
@@ -733,7 +734,9 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
                         results[system] = Result(system, skipped=f"conversion failed: {ds.sds_convert}")
                         continue
                     settle(client)
-                    if system in ("lafuse-hybrid", "lafuse-dask", "dask-array") and fresh_workers(client):
+                    if system in FUSEME_SYSTEMS:  # (each forced operator from fresh workers: no record)
+                        fresh_workers(client, always=True)
+                    elif system in ("lafuse-hybrid", "lafuse-dask", "dask-array") and fresh_workers(client):
                         progress(f"{w.key} {size}: workers restarted (memory left behind) before {SYSTEM_LABELS[system]}")
                         row.setdefault("restarted_before", []).append(system)
                     fused = system in FUSEME_SYSTEMS and system != "lafuse-unfused"

@@ -83,6 +83,10 @@ class Config:
     # cuboid operator's (P, Q, R) by its cost model; "bfo" broadcasts U and V to one task per worker, "rfo"
     # replicates them to a task per block of X, "cfo" is the cuboid operator at the searched (P, Q, R)
     dist_fused: str = "cost"
+    # a cuboid operator's cost counts the shuffle of its R partial products (cost.cuboid.aggregation)
+    # beside paper 004's consolidation bytes; False: the paper's Eq. 2 alone, which leaves a k-split
+    # tied with a point that moves the same inputs and no partial products
+    dist_shuffle_cost: bool = True
     # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own

@@ -9,13 +9,16 @@ product along k). The corners are the operators SystemDS has: (T, T, 1) communic
 broadcast one (BFO) does, (I, J, 1) what the replicating one (RFO) does (paper 004 Table 1).
 
 * ``mem_est``: per task, the materialized matrices of each space divided by the space's split
-  (Eq. 3, Alg. 1; so V's term is |V| / (Q R), where Table 1 prints R |V| / T).
+  (Eq. 3, Alg. 1; so V's term is |V| / (Q R), where Table 1 prints R |V| / T), and what the runtime
+  computes in the O-space (``Model.streamed``: a block row of the piece at R = 1, all of it at R > 1).
 * ``net_est``: the inputs each space reads, times its replication (Eq. 4). Outputs are not sent in
   the consolidation step; the shuffle of the R partial products before the O-space's operators is
-  not in the paper's formula (it chooses c without it) and is :func:`aggregation` here, for
-  comparing with measured bytes.
+  not in the paper's formula and is :func:`aggregation` here.
 * ``com_est``: each space's operations times its replication, the product once (Eq. 5).
-* ``cost``: max(net / (N Bn), com / (N Bc)) (Eq. 2): communication and computation overlap.
+* ``cost``: max(net / (N Bn), com / (N Bc)) (Eq. 2): communication and computation overlap. With
+  ``Cluster.shuffle`` (lafuse's runtime: ``Config.dist_shuffle_cost``) net includes the shuffle;
+  without it Eq. 2 chooses a k-split that ties a point moving the same inputs (GNMF's ``t(W) %*% X``
+  at (1, 1, 2) against (1, 2, 1)) and then moves R - 1 partial products more.
 
 A space may itself hold a matrix multiplication (Alg. 1 line 3-5): its own model, whose output is
 the space's plane (beside the space's other operators and inputs, which count as well). Our reading of the recursion's c': the nested product's output is split as the
@@ -27,10 +30,11 @@ The search (:func:`search`) is exact: it returns what :func:`brute_force` return
 under ``MemEst <= theta_t`` over 1 <= P <= I, 1 <= Q <= J, 1 <= R <= K with P Q R >= N Tc (every
 core busy; all of (I, J, K) when the space has fewer cells), ties broken by the smallest P Q R, then
 the largest R, then the largest P (the order that reproduces paper 004 Table 3). It prunes as
-§3.3 does, by monotonicity: every term of net and com grows with P, Q and R, so once (P, Q, R) costs
-more than the best feasible point, so does every point beyond it along P; once (1, Q, R) does, every
-point with a larger Q; once (1, 1, R) does, every larger R. Memory falls with P, so for each (Q, R)
-the first feasible P is the only one that can win.
+§3.3 does, by monotonicity: every term of net and com (the shuffle too) grows with P, Q and R, so
+once (P, Q, R) costs more than the best feasible point, so does every point beyond it along P; once
+(1, Q, R) does, every point with a larger Q; once (1, 1, R) does, every larger R. For each (Q, R)
+the first feasible P is the only one that can win: a larger P costs no less and ties lose to the
+smaller P Q R. None of this needs memory to be monotone (the streamed term is not, in R).
 """
 
 from __future__ import annotations
@@ -69,7 +73,11 @@ class Model:
     """A fused operator around its main product ``v_mm`` of ``I x J x K`` blocks (sizes in any one
     unit: bytes, or cells as paper 004's Table 3 counts them, non-zeros for a sparse matrix).
     ``mm_ops``: the product's operations; ``mm_out``: the size of one partial product over the whole
-    ij-plane (a sparsity-exploiting product: X's non-zeros), moved R - 1 times by :func:`aggregation`."""
+    ij-plane (a sparsity-exploiting product: X's non-zeros), moved R - 1 times by :func:`aggregation`.
+    ``streamed``: the sizes, over the whole ij-plane, of what a task computes there beyond paper 004's
+    materialized matrices (the main product's value, which Alg. 1 does not count): a task with R = 1
+    holds one block row of its piece at a time (runtime.dask.fused_mm), one with R > 1 the whole piece
+    (its partial product is summed before the O-space runs). 0 in the paper's models."""
 
     I: int  # noqa: E741 - the paper's name
     J: int
@@ -79,33 +87,36 @@ class Model:
     O: Space = field(default_factory=Space)  # noqa: E741 - the paper's name
     mm_ops: float = 0.0
     mm_out: float = 0.0
+    streamed: float = 0.0
 
 
 @dataclass(frozen=True)
 class Cluster:
     """What the search needs of the cluster: ``nodes`` (N), ``tasks_per_node`` (Tc), the memory of one
     task (theta_t, in the model's size unit), the network and compute bandwidth of one node (Bn in
-    size units/s, Bc in operations/s)."""
+    size units/s, Bc in operations/s). ``shuffle``: the cost counts the R partial products' shuffle
+    (:func:`aggregation`) with the consolidation's bytes; off, it is paper 004's Eq. 2 exactly."""
 
     nodes: int
     tasks_per_node: int
     task_memory: float
     net_bw: float
     compute_bw: float
+    shuffle: bool = False
 
 
 def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1,
-               resident: float = 0.0) -> Cluster:
+               resident: float = 0.0, shuffle: bool = True) -> Cluster:
     """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing
     TASK_MEMORY_FRACTION of a worker's memory beyond its process's own (WORKER_BASELINE_BYTES) and
     its share of ``resident``, the data the cluster holds meanwhile (at least a quarter of the limit
     is left: beyond that the worker spills), the profile's worker-to-worker bandwidth (``lafuse
-    calibrate``) and its BLAS rate per core times the threads."""
+    calibrate``) and its BLAS rate per core times the threads; ``shuffle`` as :class:`Cluster`'s."""
     per_core = prof.blas_flops / max(1, prof.threads)
     usable = max(worker_bytes - WORKER_BASELINE_BYTES - resident / max(1, workers), worker_bytes / 4)
     return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads),
                    task_memory=TASK_MEMORY_FRACTION * usable / max(1, threads),
-                   net_bw=prof.net_bw, compute_bw=per_core * max(1, threads))
+                   net_bw=prof.net_bw, compute_bw=per_core * max(1, threads), shuffle=shuffle)
 
 
 @dataclass(frozen=True)
@@ -132,8 +143,9 @@ def _spaces(c: Cuboid, m: Model) -> Iterator[tuple[Space, tuple[int, int], int]]
 
 
 def mem_est(c: Cuboid, m: Model) -> float:
-    """Memory of one task (Alg. 1, Eq. 3)."""
-    total = 0.0
+    """Memory of one task (Alg. 1, Eq. 3), and what it computes in the O-space (``Model.streamed``)."""
+    P, Q, R = c
+    total = m.streamed / ((m.I if R == 1 else P) * Q) if m.streamed else 0.0
     for s, (a, b), _rep in _spaces(c, m):
         if s.nested is not None:
             total += mem_est((a, b, 1), s.nested)
@@ -160,8 +172,10 @@ def com_est(c: Cuboid, m: Model) -> float:
 
 
 def cost(c: Cuboid, m: Model, cl: Cluster) -> float:
-    """Eq. 2: the larger of communication and computation time over the cluster (s)."""
-    return max(net_est(c, m) / (cl.nodes * cl.net_bw), com_est(c, m) / (cl.nodes * cl.compute_bw))
+    """Eq. 2: the larger of communication and computation time over the cluster (s); with
+    ``cl.shuffle`` the communication includes the partial products' shuffle."""
+    net = net_est(c, m) + (aggregation(c, m) if cl.shuffle else 0.0)
+    return max(net / (cl.nodes * cl.net_bw), com_est(c, m) / (cl.nodes * cl.compute_bw))
 
 
 def aggregation(c: Cuboid, m: Model) -> float:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lafuse import memory
+from lafuse import config, memory
 from lafuse.cost import cuboid
 from lafuse.formats import SPARSITY_TURN_POINT
 from lafuse.fusion import cfg as CFG
@@ -57,7 +57,8 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
     for h in new.hops():
         bounds[h.id] = sizes.nnz_bound(h, bounds)
     resident = _resident(new, min_cells, bounds)
-    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes, resident=resident)
+    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes, resident=resident,
+                           shuffle=config.get().dist_shuffle_cost)
     limit = memory.budget_bytes() if budget is None else budget
     local = _kept_local(new, cons, exec_mode, limit, bounds)
     repl: dict[int, Hop] = {}
@@ -86,13 +87,14 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
 
 def _materialized(m: cuboid.Model, part: CFG.Partial) -> cuboid.Model:
     """The model with what a task of runtime.dask.fused_mm holds beyond paper 004's inputs and
-    results: the main product's piece (a partial product with R > 1; with R = 1 a task holds one
-    block row of it at a time, so this errs high), and A's and B's pieces where the L- and R-spaces
-    compute them. Without it a dense ``W %*% H`` inside ``sum((X - W %*% H)^2)`` ran out of the
-    workers' memory at the (P, Q, R) chosen for the operator's inputs alone."""
+    results: the main product's value (``streamed``: its whole piece with R > 1, a block row of it
+    with R = 1), and A's and B's pieces where the L- and R-spaces compute them. Without the product,
+    a dense ``W %*% H`` inside ``sum((X - W %*% H)^2)`` ran out of the workers' memory at the (P, Q, R)
+    chosen for the operator's inputs alone; counted whole at R = 1 too, it sent GNMF's loss to 12
+    tasks where the broadcast's 2 fit."""
     a, b = part.main.inputs
     return dataclasses.replace(
-        m, O=dataclasses.replace(m.O, outputs=(*m.O.outputs, value_bytes(part.main))),
+        m, streamed=m.streamed + value_bytes(part.main),
         L=dataclasses.replace(m.L, outputs=(*m.L.outputs, value_bytes(a))) if a.id in part.ops else m.L,
         R=dataclasses.replace(m.R, outputs=(*m.R.outputs, value_bytes(b))) if b.id in part.ops else m.R)
 

@@ -5,8 +5,9 @@ X's non-zeros) is a product with operators around it, the case paper 004's opera
 
 * ``bfo``, broadcast: X in one row piece per task (a task per worker thread), U and V sent whole to
   every task (SystemDS's broadcast fused operator);
-* ``rfo``, replication: a task per block of X, with U's and V's row panels of that block (each
-  panel goes to every task of its block row or column);
+* ``rfo``, replication: each block of X with U's and V's row panels of that block (each panel goes
+  to every task of its block row or column; a full aggregate's blocks run in one task per worker
+  thread, as Spark's partitions do: runtime.dask.fused_outer);
 * ``cfo``, cuboid: the (i, j, k) product space in P x Q x R cuboids, a task each: X's piece of P x Q,
   U's of P x R, V's of Q x R; with R > 1 the partial products of a piece are added before the
   operators around the product run (cost.cuboid: the model and the search).
@@ -105,7 +106,8 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
 
     forced = cfgmod.get().dist_fused
     cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes,
-                           resident=ins.hop.params.get("resident", 0.0))  # (fusion.fuseme's cuboid HOPs)
+                           resident=ins.hop.params.get("resident", 0.0),  # (fusion.fuseme's cuboid HOPs)
+                           shuffle=cfgmod.get().dist_shuffle_cost)
     tasks = cl.nodes * cl.tasks_per_node
     if forced == "bfo" and ins.hop.kind == "cuboid":
         # a partial plan of several operators (fusion.fuseme): the longer of the product's result

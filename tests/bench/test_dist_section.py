@@ -105,7 +105,7 @@ def test_fuseme_verdict_names_each_missed_goal() -> None:
     for k, (fused, points) in {"lafuse-bfo": (4, "(2,1,1) (1,2,1)"), "lafuse-rfo": (4, "(8,1,1) (1,8,1)"),
                                "lafuse-cfo": (5, "(2,1,1) (1,8,1)")}.items():
         ops["systems"][k]["counts"].update(fused_moved_bytes=fused * 2**20, points=points)
-    assert db.fuseme_verdict(ops) == "met"
+    assert db.fuseme_verdict(ops) == "met (CFO at BFO's or RFO's (P,Q,R) on every operator: no byte goal)"
     ops["systems"]["lafuse-cfo"]["counts"]["points"] = "(2,1,1) (1,4,1)"
     assert db.fuseme_verdict(ops) == "missed: CFO moved 5 MiB >= min(BFO, RFO) 4 MiB"
 

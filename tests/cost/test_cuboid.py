@@ -57,17 +57,20 @@ def _space(draw, depth: int) -> cb.Space:
 def _model(draw, depth: int) -> cb.Model:
     dim = st.integers(1, 7)
     return cb.Model(I=draw(dim), J=draw(dim), K=draw(dim), L=_space(draw, depth), R=_space(draw, depth),
-                    O=_space(draw, depth), mm_ops=draw(st.floats(0, 1e8)), mm_out=draw(st.floats(0, 1e6)))
+                    O=_space(draw, depth), mm_ops=draw(st.floats(0, 1e8)), mm_out=draw(st.floats(0, 1e6)),
+                    streamed=draw(st.sampled_from([0.0, 1e4, 1e6])))
 
 
 @st.composite
 def problems(draw) -> tuple[cb.Model, cb.Cluster]:
     """Random shapes (up to 7 x 7 x 7 blocks), sizes and densities (sizes from 0), nested products,
-    clusters, and task memories from ample to impossible."""
+    streamed products (memory not monotone in R), clusters with and without the shuffle in the cost,
+    and task memories from ample to impossible."""
     m = _model(draw, 1)
     cl = cb.Cluster(nodes=draw(st.integers(1, 4)), tasks_per_node=draw(st.integers(1, 6)),
                     task_memory=draw(st.sampled_from([0.0, 1e3, 1e4, 1e5, 1e6, math.inf])),
-                    net_bw=draw(st.sampled_from([1e3, 1e6, 1e9])), compute_bw=draw(st.sampled_from([1e3, 1e6, 1e9])))
+                    net_bw=draw(st.sampled_from([1e3, 1e6, 1e9])), compute_bw=draw(st.sampled_from([1e3, 1e6, 1e9])),
+                    shuffle=draw(st.booleans()))
     return m, cl
 
 
@@ -130,3 +133,28 @@ def test_a_nested_product_counts_once_per_replica_of_its_space():
     assert cb.net_est(c, m) == pytest.approx(3 * 12 + 2 * 18 + 2 * (3 * 100 + 2 * 60))
     assert cb.com_est(c, m) == pytest.approx(144 + 2 * (48 + 24))
     assert cb.mem_est(c, m) == pytest.approx(12 / 4 + 18 / 6 + (100 / 2 + 60 / 3 + 24 / 6))
+
+
+def test_a_streamed_product_is_a_block_row_at_r_1_and_the_piece_beyond():
+    """runtime.dask.fused_mm's R = 1 task computes its piece a block row at a time; with R > 1 the
+    partial product of the whole piece is held for the aggregation."""
+    m = cb.Model(I=6, J=4, K=3, L=cb.Space(inputs=(60.0,)), R=cb.Space(inputs=(48.0,)), streamed=2400.0)
+    assert cb.mem_est((2, 2, 1), m) == pytest.approx(60 / 2 + 48 / 2 + 2400 / (6 * 2))
+    assert cb.mem_est((2, 2, 3), m) == pytest.approx(60 / 6 + 48 / 6 + 2400 / (2 * 2))
+    assert cb.mem_est((2, 2, 1), m) < cb.mem_est((2, 2, 3), m)  # (not monotone in R)
+
+
+def test_the_shuffle_breaks_a_tie_the_papers_cost_leaves():
+    """GNMF's ``H * (t(W) %*% X) / (t(W) %*% W %*% H)`` (W 4000 x 10, X 4000 x 2000 sparse; the
+    O-space reads W again): (1, 2, 1) sends W to both column pieces, (1, 1, 2) the O-space's W to both
+    partial products, the same bytes; Eq. 2 alone ties them and its tie-break (the larger R) takes the
+    k-split, which moves a partial product more. The cost with the shuffle does not take it."""
+    W, X, out = 4000 * 10 * 8.0, 80_000 * 12.0, 10 * 2000 * 8.0
+    m = cb.Model(I=1, J=2, K=4, L=cb.Space(inputs=(W,)), R=cb.Space(inputs=(X,)),
+                 O=cb.Space(inputs=(W,), outputs=(out,)), mm_ops=2 * 80_000 * 10, mm_out=out)
+    paper = cb.Cluster(nodes=2, tasks_per_node=1, task_memory=2**30, net_bw=1e8, compute_bw=1e10)
+    ours = cb.Cluster(**{**paper.__dict__, "shuffle": True})
+    assert cb.cost((1, 1, 2), m, paper) == cb.cost((1, 2, 1), m, paper)
+    assert cb.search(m, paper).pqr == (1, 1, 2)
+    assert cb.cost((1, 1, 2), m, ours) > cb.cost((1, 2, 1), m, ours)
+    assert cb.search(m, ours).pqr == (1, 2, 1) == cb.brute_force(m, ours).pqr

@@ -194,8 +194,9 @@ def test_unpinned_tasks_stay_near_the_planned_placements_model(dask_scheduler, l
 
 
 def test_default_placement_follows_the_operator(five, monkeypatch):
-    """rfo: each task on the worker holding its block of X; cfo: one contiguous run of cuboids per
-    worker, distinct workers, the first run on a worker holding the most of what it reads."""
+    """rfo: each block of X read on the worker holding it, a full aggregate's blocks in one task per
+    worker thread (a partition, as Spark runs it); cfo: one contiguous run of cuboids per worker,
+    distinct workers, the first run on a worker holding the most of what it reads."""
     rng = random.Random(3)
     be = DaskBackend(_cfg(five))
     client = be.client()
@@ -205,11 +206,16 @@ def test_default_placement_follows_the_operator(five, monkeypatch):
     main = args[next(p for p, a in acc.items() if a == "main")]
     holder = {f.key: w[0] for f in main.blocks.values() for w in [client.who_has([f])[f.key]]}
     rfo = fusedstrategy.FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
-    _, sh = fused_outer.run(be, plan, ref, acc, main, args, rfo)
+    got, sh = fused_outer.run(be, plan, ref, acc, main, args, rfo)
+    elsewhere = _moved_to(client, args, lambda pos, i, j: workers[(i * 7 + j) % len(workers)])
+    again, _ = fused_outer.run(be, plan, ref, acc, elsewhere[next(p for p, a in acc.items() if a == "main")],
+                               elsewhere, rfo)
+    assert got == again  # (the blocks' results added in their order, wherever the blocks were)
     tasks = [(w, [k for k in reads if k in holder]) for _, w, reads in sh.calls]
     tasks = [(w, xs) for w, xs in tasks if xs]
-    assert len(tasks) == main.nrb * main.ncb
-    assert all(xs == [xs[0]] and w == holder[xs[0]] for w, xs in tasks), tasks
+    assert sorted(k for _, xs in tasks for k in xs) == sorted(holder)  # (each block once)
+    assert all(w == holder[k] for w, xs in tasks for k in xs), tasks
+    assert sorted(w for w, _ in tasks) == sorted(set(holder.values()))  # (a thread per worker here)
     cfo = fusedstrategy.FusedChoice("cfo", (3, 2, 1), 0.0, 0.0, 0.0, 0.0)
     _, sh = fused_outer.run(be, plan, ref, acc, main, args, cfo)
     pasted = {key for key, _, reads in sh.calls if set(reads) & set(holder)}  # (X's pieces, pasted)

@@ -270,6 +270,11 @@ class DaskBackend:
         limits = [float(w.get("memory_limit") or 0) for w in info.values()]
         return len(limits), min((x for x in limits if x > 0), default=0.0)
 
+    def threads(self) -> dict[str, int]:
+        """Each worker's threads (its task slots), by address."""
+        info = self.client().scheduler_info(n_workers=-1)["workers"]
+        return {a: max(1, int(w.get("nthreads") or 1)) for a, w in info.items()}
+
     def settle(self) -> None:
         """The run is over: the paced tasks (_throttle) are no longer held here."""
         self._inflight.clear()

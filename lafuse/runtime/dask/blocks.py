@@ -110,6 +110,17 @@ def run_plan(plan: Any, reference: bool, *inputs: Any) -> Any:
     return _fused(plan)(list(inputs))
 
 
+def run_plan_each(plan: Any, reference: bool, n: int, *inputs: Any) -> tuple[Any, ...]:
+    """``run_plan`` on each run of ``n`` consecutive inputs: the blocks of one partition
+    (runtime.dask.fused_outer's replicating operator), each block's result apart."""
+    return tuple(run_plan(plan, reference, *inputs[k:k + n]) for k in range(0, len(inputs), n))
+
+
+def add_in_order(order: tuple[tuple[int, int], ...], *groups: Any) -> Any:
+    """The partial results ``groups[g][k]`` added in the order of ``order``'s (g, k) pairs."""
+    return fold("+", *[groups[g][k] for g, k in order])
+
+
 def stack(vertical: bool, *parts: Any) -> Any:
     """Pieces joined top to bottom (or left to right), in the format the local rule gives the result."""
     if any(is_sparse(p) for p in parts):

@@ -10,8 +10,8 @@ block's rows or columns where the template reads them so, broadcast whole where 
   pasted, when there are several); a whole-matrix or row-vector side input is assembled once and
   shared by every task. Column aggregates (also ``t(X) %*% w`` forms) add the row blocks' partials.
 - Outer: the operator plan.fusedstrategy chose (broadcast, replication or cuboid), run by
-  runtime.dask.fused_outer; a plan whose shape was unknown when planned runs the replicating one,
-  one task per block (i, j) of the sparse main input with U's row panel i and V's row panel j.
+  runtime.dask.fused_outer; a plan whose shape was unknown when planned runs the replicating one:
+  each block (i, j) of the sparse main input with U's row panel i and V's row panel j.
 
 Each task runs the same kernel the local runtime runs (runtime.local.fused, compiled once per
 worker process and plan), so a block's values are the local kernel's on that block.
@@ -57,7 +57,7 @@ def accesses(plan: C.CPlan) -> dict[int, set[str]]:
 
 def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *args: Any) -> Any:
     """``cols``: the result's columns (a row plan's unaggregated result); ``dist``: an outer plan's
-    operator (plan.fusedstrategy.FusedChoice; None or ``rfo``: a task per block of X, here)."""
+    operator (plan.fusedstrategy.FusedChoice; None: ``rfo``, each block of X with its panels)."""
     acc = {p: next(iter(a)) for p, a in accesses(plan).items()}
     main = args[0]
     if plan.template in ("cell", "magg"):
@@ -66,7 +66,7 @@ def run(be: DaskBackend, plan: C.CPlan, reference: bool, cols: int, dist: Any, *
         return _row(be, plan, reference, acc, main, args, cols)
     if not isinstance(main, Blocked):  # (exectype keeps such a plan local; a guard, not a path)
         raise NotImplementedError("a distributed outer plan needs a distributed main input")
-    # (a shape unknown when planned: a task per block of X, with no estimate for --stats to show)
+    # (a shape unknown when planned: the replicating operator, with no estimate for --stats to show)
     choice = dist or FusedChoice("rfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
     return fused_outer.measured(be, plan.agg, dist, args,
                                 lambda: fused_outer.run(be, plan, reference, acc, main, args, choice))

@@ -1,5 +1,7 @@
-"""The broadcast and cuboid operators of a distributed outer plan (plan.fusedstrategy, paper 004
-§3.2): the same generated kernel as every other distributed fused operator, run on pieces of X.
+"""The broadcast, replicating and cuboid operators of a distributed outer plan (plan.fusedstrategy,
+paper 004 §3.2): the same generated kernel as every other distributed fused operator, run on pieces
+of X. The replicating operator's pieces are X's blocks; a full aggregate runs them in one task per
+worker thread over the blocks the worker holds (:func:`_partitions`, as Spark's partitions do).
 
 A piece (p, q) is X's block rows of group p and block columns of group q, pasted into one matrix
 (sparse stays sparse); its task reads U's rows of group p and V's rows of group q (the cuboid
@@ -227,6 +229,9 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
         layout = place(be, choice, lambda t: main.blocks[(t[0], t[1])], tasks, lambda t: [f for pos, bd in bounds(*t).items()
                                                            for f in blocks_in(args[pos], *bd)], sh.sizes)
 
+    if choice.kind == "rfo" and plan.agg == C.FULL_AGG:
+        return _partitions(sh, plan, ref, tasks, layout, len(args), operands), sh
+
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]
         if broadcast:  # each task takes its rows of the whole U (and V: Q is 1, every row)
@@ -244,6 +249,29 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
 
     res = {(p, q): task(p, q) for p in range(len(rc) - 1) for q in range(len(cc) - 1)}
     return _assemble(sh, plan, main, res, rc, cc, int(args[plan.mm].cols) if plan.mm >= 0 else 0), sh
+
+
+def _partitions(sh: Pieces, plan: C.CPlan, ref: bool, tasks: list[Task], layout: dict[Task, str | None], n: int,
+                operands: Callable[[int, int, int, str | None], list[Any]]) -> float:
+    """A replicating operator's full aggregate as Spark runs SystemDS's: the blocks of X on a
+    worker are one task per thread of it (a partition), each block with its own U and V panels, so
+    a panel still goes to every worker with a block that reads it. The blocks' partial results are
+    added in the blocks' order, wherever the blocks were. A task per block is scheduling, not work:
+    paper 004's query at 6000 x 6000 ran its 36 blocks in 86 ms, the cuboid operator in 34."""
+    threads = sh.be.threads() if any(w is not None for w in layout.values()) else {}
+    on: dict[str | None, list[Task]] = {}
+    for t in tasks:
+        on.setdefault(layout[t], []).append(t)
+    parts: list[Any] = []
+    where: dict[Task, tuple[int, int]] = {}
+    for w, mine in on.items():
+        cut = cuts(len(mine), threads.get(w, 1) if w is not None else 1)
+        for a, b in zip(cut, cut[1:], strict=False):
+            group = mine[a:b]
+            where.update({t: (len(parts), k) for k, t in enumerate(group)})
+            parts.append(sh.submit(w, B.run_plan_each, plan, ref, n, *[x for t in group for x in operands(*t, w)]))
+    first = layout[tasks[0]]
+    return float(sh.be.result(sh.submit(first, B.add_in_order, tuple(where[t] for t in tasks), *parts)))
 
 
 def measured(be: DaskBackend, label: str, choice: FusedChoice | None, inputs: tuple[Any, ...],
