@@ -503,12 +503,16 @@ def run_lafuse(script: Path, ds: DataSet, w: DistWorkload, tmp: Path, system: st
 def fused_models(out: str) -> dict[str, Any]:
     """From a ``--stats`` output: the first fused operator's kind and (P,Q,R), every execution's
     (P,Q,R) in order, both byte models and the operators' measured bytes, summed over the executions
-    (the counts are divided per run later, as the workers' bytes are)."""
+    (the counts are divided per run later, as the workers' bytes are). An outer plan's broadcast
+    operator sends U and V whole, not the cuboid operator's pieces at its (P,Q,R): its point is
+    marked ("whole(2,1,1)"), so it is never taken for the cuboid operator's plan."""
     line = re.search(r"Dask fused operators, MiB moved between workers estimated / worker model / measured: (.*)", out)
-    ops = re.findall(r"\w+ (\w+)(\(\d+,\d+,\d+\)) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", line.group(1)) if line else []
+    ops = re.findall(r"(\w+) (\w+)(\(\d+,\d+,\d+\)) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", line.group(1)) if line else []
     if not ops:
         return {}
-    return {"operator": ops[0][0] + ops[0][1], "points": " ".join(o[1] for o in ops),
+    points = " ".join(("whole" if kind == "bfo" and name != "cuboid" else "") + pqr for name, kind, pqr, *_ in ops)
+    ops = [o[1:] for o in ops]
+    return {"operator": ops[0][0] + ops[0][1], "points": points,
             "model_bytes": sum(float(o[2]) for o in ops) * 2 ** 20,
             "worker_model_bytes": sum(float(o[3]) for o in ops) * 2 ** 20,
             "fused_moved_bytes": sum(float(o[4]) for o in ops) * 2 ** 20}

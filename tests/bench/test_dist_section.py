@@ -135,3 +135,6 @@ def test_fused_models_reads_every_operators_point_and_bytes() -> None:
     assert got["worker_model_bytes"] == pytest.approx(9.255 * 2**20)
     assert got["fused_moved_bytes"] == pytest.approx(8.75 * 2**20)
     assert db.fused_models("no stats") == {}
+    # an outer plan's broadcast sends U and V whole: not the cuboid operator's plan at its point
+    outer = db.fused_models(out.replace("cuboid cfo", "full_agg bfo"))
+    assert outer["operator"] == "bfo(1,2,1)" and outer["points"] == "whole(1,2,1) whole(12,1,1)"
