@@ -138,3 +138,37 @@ def test_fused_models_reads_every_operators_point_and_bytes() -> None:
     # an outer plan's broadcast sends U and V whole: not the cuboid operator's plan at its point
     outer = db.fused_models(out.replace("cuboid cfo", "full_agg bfo"))
     assert outer["operator"] == "bfo(1,2,1)" and outer["points"] == "whole(1,2,1) whole(12,1,1)"
+
+
+def test_short_fused_rows_run_nine_times_a_process() -> None:
+    def dask(warm: list[float]) -> db.Result:
+        return db.Result("lafuse-dask", first=warm[0] * 3 if warm else None, warm=warm)
+
+    assert db.fused_runs(1, dask([0.04, 0.05])) == 9  # (paper 004's query at spills)
+    assert db.fused_runs(1, dask([8.6, 9.0])) == 3  # (the spilling autoencoder)
+    assert db.fused_runs(9, dask([2.0])) == 9 and db.fused_runs(1, None) == 3
+    assert db.fused_runs(1, db.Result("lafuse-dask", error="timeout")) == 3  # (no time: three bound the row)
+
+
+def test_the_cost_chosen_goal_compares_fastest_runs_and_pools_one_plan() -> None:
+    """Runs of ~20 ms meet a ~9 ms hiccup or not: each system's fastest warm run is compared, and
+    where the cost-chosen operator ran forced CFO's points, both processes timed the one plan."""
+    def s(warm, points, moved=1):
+        return {"time": sorted(warm)[len(warm) // 2], "warm": warm, "counts": {"moved_bytes": moved, "points": points}}
+
+    row = {"systems": {"lafuse-cost": s([26.0, 16.4, 24.5, 25.0], "(2,1,1)"),
+                       "lafuse-bfo": s([16.1, 25.0, 24.0], "whole(2,1,1)", 2),
+                       "lafuse-rfo": s([15.7, 22.3, 25.4], "(3,3,1)", 2),
+                       "lafuse-cfo": s([18.0, 25.6, 15.3], "(2,1,1)"), "sds-spark": s([40.0], "")}}
+    assert db.fuseme_verdict(row) == "met"  # (medians: 24.5 against 22.3 at best)
+    row["systems"]["lafuse-cfo"]["counts"]["points"] = "(1,2,1)"  # (another plan: no pooling)
+    assert db.fuseme_verdict(row) == "met"  # (16.4 within 10% of CFO's 15.3)
+    row["systems"]["lafuse-cost"]["warm"] = [26.0, 18.4, 24.5]
+    assert db.fuseme_verdict(row) == "missed: cost-chosen 1.20x the fastest forced operator"  # (CFO 15.3)
+
+
+def test_a_slow_rows_fused_processes_get_time_for_their_runs() -> None:
+    dask = db.Result("lafuse-dask", first=30.0, warm=[13.2])
+    assert db.fused_timeout(60.0, 3, dask) == pytest.approx(118.8)  # (the spilling autoencoder)
+    assert db.fused_timeout(60.0, 9, db.Result("lafuse-dask", first=1.0, warm=[0.3])) == 60.0
+    assert db.fused_timeout(60.0, 3, None) == 60.0
