@@ -168,7 +168,9 @@ def test_the_cost_chosen_goal_compares_fastest_runs_and_pools_one_plan() -> None
 
 
 def test_a_slow_rows_fused_processes_get_time_for_their_runs() -> None:
-    dask = db.Result("lafuse-dask", first=30.0, warm=[13.2])
-    assert db.fused_timeout(60.0, 3, dask) == pytest.approx(118.8)  # (the spilling autoencoder)
+    dask = db.Result("lafuse-dask", first=30.0, warm=[7.9])
+    spark = db.Result("sds-spark", first=30.0, warm=[24.7])
+    assert db.fused_timeout(60.0, 3, dask) == pytest.approx(3 * 3 * 7.9 + db.FUSED_START)
+    assert db.fused_timeout(60.0, 3, dask, spark) == pytest.approx(3 * 24.7 + db.FUSED_START)  # (its pace to beat)
     assert db.fused_timeout(60.0, 9, db.Result("lafuse-dask", first=1.0, warm=[0.3])) == 60.0
-    assert db.fused_timeout(60.0, 3, None) == 60.0
+    assert db.fused_timeout(60.0, 3, None, db.Result("sds-spark", error="x")) == 60.0
