@@ -81,7 +81,7 @@ class Config:
     mm_method: str | None = None
     # a distributed outer-product fused operator's kind (plan.fusedstrategy, paper 004): "cost" chooses the
     # cuboid operator's (P, Q, R) by its cost model; "bfo" broadcasts U and V to one task per worker, "rfo"
-    # replicates them to a task per block of X, "cfo" is the cuboid operator at the searched (P, Q, R)
+    # replicates their panels to each block of X, "cfo" is the cuboid operator at the searched (P, Q, R)
     dist_fused: str = "cost"
     # a cuboid operator's cost counts the shuffle of its R partial products (cost.cuboid.aggregation)
     # beside paper 004's consolidation bytes; False: the paper's Eq. 2 alone, which leaves a k-split

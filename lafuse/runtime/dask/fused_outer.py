@@ -22,6 +22,7 @@ products added on their piece's worker; what moves is then the worker-level mode
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -266,7 +267,7 @@ def _partitions(sh: Pieces, plan: C.CPlan, ref: bool, tasks: list[Task], layout:
     where: dict[Task, tuple[int, int]] = {}
     for w, mine in on.items():
         cut = cuts(len(mine), threads.get(w, 1) if w is not None else 1)
-        for a, b in zip(cut, cut[1:], strict=False):
+        for a, b in itertools.pairwise(cut):
             group = mine[a:b]
             where.update({t: (len(parts), k) for k, t in enumerate(group)})
             parts.append(sh.submit(w, B.run_plan_each, plan, ref, n, *[x for t in group for x in operands(*t, w)]))
