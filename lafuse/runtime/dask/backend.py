@@ -109,6 +109,8 @@ class DaskBackend:
         # id of a distributed matrix -> its kept pieces: block range and worker -> (future, worker, bytes)
         self._pieces: dict[int, dict[Any, tuple[Any, str | None, float]]] = {}
         self._kept_bytes: dict[str | None, float] = {}  # worker -> bytes of the pieces kept there
+        # (ids of a fused operator's distributed inputs, its point) -> (its plan, its tasks' workers)
+        self._layouts: dict[Any, tuple[Any, Any]] = {}
 
     @functools.cached_property
     def blocks(self) -> Any:
@@ -259,6 +261,22 @@ class DaskBackend:
     @functools.cached_property
     def _keep_budget(self) -> float:
         return KEEP_PIECES_FRACTION * ClusterShape.of(self.cfg).worker_bytes
+
+    def placed(self, plan: Any, point: Any, inputs: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """The workers of a fused operator's tasks (``make()``: runtime.dask.fused_outer.place) over
+        ``inputs``, made once while they all live. Placed again, a loop's second run saw the replicas
+        its first run's fetches left, placed a piece on the other worker, and pasted it again beside
+        the one it kept (:meth:`keep_piece`'s pieces are per worker)."""
+        xs = tuple(x for x in inputs if isinstance(x, Blocked))
+        key = (tuple(id(x) for x in xs), id(plan), point)
+        got = self._layouts.get(key)
+        if got is not None and got[0] is plan:
+            return got[1]
+        layout = make()
+        self._layouts[key] = (plan, layout)
+        for x in xs:
+            weakref.finalize(x, self._layouts.pop, key, None)
+        return layout
 
     def _drop_pieces(self, xid: int) -> None:
         for _, worker, nbytes in self._pieces.pop(xid, {}).values():

@@ -98,7 +98,7 @@ def run(be: DaskBackend, plan: M.MMPlan, choice: FusedChoice, bs: int, args: tup
 
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
     if layout is None:
-        layout = place(be, choice, None, tasks, futures, sh.sizes)
+        layout = be.placed(plan, (choice.kind, choice.pqr), args, lambda: place(be, choice, None, tasks, futures, sh.sizes))
 
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]

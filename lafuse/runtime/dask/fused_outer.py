@@ -227,8 +227,9 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
 
     tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
     if layout is None:
-        layout = place(be, choice, lambda t: main.blocks[(t[0], t[1])], tasks, lambda t: [f for pos, bd in bounds(*t).items()
-                                                           for f in blocks_in(args[pos], *bd)], sh.sizes)
+        layout = be.placed(plan, (choice.kind, choice.pqr), args, lambda: place(
+            be, choice, lambda t: main.blocks[(t[0], t[1])], tasks,
+            lambda t: [f for pos, bd in bounds(*t).items() for f in blocks_in(args[pos], *bd)], sh.sizes))
 
     if choice.kind == "rfo" and plan.agg == C.FULL_AGG:
         return _partitions(sh, plan, ref, tasks, layout, len(args), operands), sh
