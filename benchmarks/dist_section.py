@@ -416,11 +416,14 @@ class Result:
     top: list[str] = field(default_factory=list)
     check: str = "-"
 
+    @property
+    def time(self) -> float | None:
+        """The time compared: the warm median, or the only run of a process that ran once."""
+        return statistics.median(self.warm) if self.warm else self.first
+
     def summary(self) -> dict[str, Any]:
-        warm = statistics.median(self.warm) if self.warm else None
-        # the time compared: the warm median, or the only run of a process that ran once
-        return {"first": self.first, "warm": self.warm, "warm_median": warm,
-                "time": warm if warm is not None else self.first, "wall": self.wall,
+        return {"first": self.first, "warm": self.warm, "warm_median": statistics.median(self.warm) if self.warm else None,
+                "time": self.time, "wall": self.wall,
                 "results": self.results, "error": self.error, "skipped": self.skipped, "counts": self.counts,
                 "top": self.top, "check": self.check, "error_tail": self.error_tail}
 
@@ -650,8 +653,8 @@ def fuseme_verdict(row: dict[str, Any]) -> str:
     forced = {k: t(k) for k in ("lafuse-bfo", "lafuse-rfo", "lafuse-cfo")}
     best = min((v for k in forced if (v := fastest(k)) is not None), default=None)
     chosen = fastest("lafuse-cost")
-    if chosen is not None and counts("lafuse-cost").get("points") and \
-            counts("lafuse-cost").get("points") == counts("lafuse-cfo").get("points"):
+    plan = counts("lafuse-cost").get("points")
+    if chosen is not None and plan and plan == counts("lafuse-cfo").get("points"):
         chosen = min(chosen, fastest("lafuse-cfo") or chosen)  # (one plan, timed twice)
     if best is not None and chosen is not None and chosen > 1.1 * best:
         missed.append(f"cost-chosen {chosen / best:.2f}x the fastest forced operator")
@@ -676,10 +679,11 @@ FUSED_SHORT_RUNS = 9
 def fused_runs(inner: int, dask: Result | None) -> int:
     """Runs a process of each forced FuseME operator: at least three (the first pays the kernel's
     compilation on the workers), nine where a run is short (the row's ``--exec dask`` run under
-    SHORT_FUSED_RUN; one that failed says nothing, and three bound the row's time): the cost-chosen operator is held within 10% of the fastest forced
-    one, and the median of two 40 ms runs varied by 15% between processes of one configuration
-    (paper 004's query at 10500 x 10500). The spilling autoencoder's 10 s runs keep three."""
-    t = dask.summary()["time"] if dask is not None else None
+    SHORT_FUSED_RUN; one that failed says nothing, and three bound the row's time): the cost-chosen
+    operator is held within 10% of the fastest forced one, and the median of two 40 ms runs varied
+    by 15% between processes of one configuration (paper 004's query at 10500 x 10500). The spilling
+    autoencoder's 10 s runs keep three."""
+    t = dask.time if dask is not None else None
     return max(inner, FUSED_SHORT_RUNS if t is not None and t < SHORT_FUSED_RUN else 3)
 
 
@@ -692,7 +696,7 @@ def fused_timeout(timeout: float, runs: int, dask: Result | None, spark: Result 
     slower, and FUSED_START, where that is longer. The spilling autoencoder's three 12 s runs came
     within seconds of the quick 60 s, and forced RFO ran out of 71 s where SystemDS takes 25 s a run:
     a limit it must not be judged by."""
-    ours, theirs = (r.summary()["time"] if r is not None else None for r in (dask, spark))
+    ours, theirs = (r.time if r is not None else None for r in (dask, spark))
     paces = ([3.0 * ours] if ours is not None else []) + ([theirs] if theirs is not None else [])
     return max(timeout, runs * max(paces) + FUSED_START) if paces else timeout
 

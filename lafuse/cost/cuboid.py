@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lafuse import config
 from lafuse.cost.constants import TASK_MEMORY_FRACTION, WORKER_BASELINE_BYTES
 
 if TYPE_CHECKING:
@@ -106,17 +107,19 @@ class Cluster:
 
 
 def cluster_of(prof: HardwareProfile, workers: int, worker_bytes: float, threads: int = 1,
-               resident: float = 0.0, shuffle: bool = True) -> Cluster:
+               resident: float = 0.0) -> Cluster:
     """The cluster a search plans for, in bytes: ``workers`` nodes of ``threads`` tasks sharing
     TASK_MEMORY_FRACTION of a worker's memory beyond its process's own (WORKER_BASELINE_BYTES) and
     its share of ``resident``, the data the cluster holds meanwhile (at least a quarter of the limit
     is left: beyond that the worker spills), the profile's worker-to-worker bandwidth (``lafuse
-    calibrate``) and its BLAS rate per core times the threads; ``shuffle`` as :class:`Cluster`'s."""
+    calibrate``) and its BLAS rate per core times the threads; the partial products' shuffle counted
+    as ``Config.dist_shuffle_cost`` says (:class:`Cluster`)."""
     per_core = prof.blas_flops / max(1, prof.threads)
     usable = max(worker_bytes - WORKER_BASELINE_BYTES - resident / max(1, workers), worker_bytes / 4)
     return Cluster(nodes=max(1, workers), tasks_per_node=max(1, threads),
                    task_memory=TASK_MEMORY_FRACTION * usable / max(1, threads),
-                   net_bw=prof.net_bw, compute_bw=per_core * max(1, threads), shuffle=shuffle)
+                   net_bw=prof.net_bw, compute_bw=per_core * max(1, threads),
+                   shuffle=config.get().dist_shuffle_cost)
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def _spaces(c: Cuboid, m: Model) -> Iterator[tuple[Space, tuple[int, int], int]]
 def mem_est(c: Cuboid, m: Model) -> float:
     """Memory of one task (Alg. 1, Eq. 3), and what it computes in the O-space (``Model.streamed``)."""
     P, Q, R = c
-    total = m.streamed / ((m.I if R == 1 else P) * Q) if m.streamed else 0.0
+    total = m.streamed / ((m.I if R == 1 else P) * Q)
     for s, (a, b), _rep in _spaces(c, m):
         if s.nested is not None:
             total += mem_est((a, b, 1), s.nested)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lafuse import config, memory
+from lafuse import memory
 from lafuse.cost import cuboid
 from lafuse.formats import SPARSITY_TURN_POINT
 from lafuse.fusion import cfg as CFG
@@ -57,8 +57,7 @@ def apply(dag: Dag, exec_mode: str, block: int, workers: int, worker_bytes: floa
     for h in new.hops():
         bounds[h.id] = sizes.nnz_bound(h, bounds)
     resident = _resident(new, min_cells, bounds)
-    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes, resident=resident,
-                           shuffle=config.get().dist_shuffle_cost)
+    cl = cuboid.cluster_of(profile.load(), workers, worker_bytes, resident=resident)
     limit = memory.budget_bytes() if budget is None else budget
     local = _kept_local(new, cons, exec_mode, limit, bounds)
     repl: dict[int, Hop] = {}

@@ -106,8 +106,7 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
 
     forced = cfgmod.get().dist_fused
     cl = cuboid.cluster_of(cost_profile.load(), cluster.workers, cluster.worker_bytes,
-                           resident=ins.hop.params.get("resident", 0.0),  # (fusion.fuseme's cuboid HOPs)
-                           shuffle=cfgmod.get().dist_shuffle_cost)
+                           resident=ins.hop.params.get("resident", 0.0))  # (fusion.fuseme's cuboid HOPs)
     tasks = cl.nodes * cl.tasks_per_node
     if forced == "bfo" and ins.hop.kind == "cuboid":
         # a partial plan of several operators (fusion.fuseme): the longer of the product's result

@@ -282,16 +282,17 @@ class DaskBackend:
         for _, worker, nbytes in self._pieces.pop(xid, {}).values():
             self._kept_bytes[worker] -= nbytes
 
+    def _workers(self) -> dict[str, Any]:
+        return dict(self.client().scheduler_info(n_workers=-1)["workers"])
+
     def workers_memory(self) -> tuple[int, float]:
         """The cluster's workers and the smallest memory limit among them in bytes (0: unlimited)."""
-        info = self.client().scheduler_info(n_workers=-1)["workers"]
-        limits = [float(w.get("memory_limit") or 0) for w in info.values()]
+        limits = [float(w.get("memory_limit") or 0) for w in self._workers().values()]
         return len(limits), min((x for x in limits if x > 0), default=0.0)
 
     def threads(self) -> dict[str, int]:
         """Each worker's threads (its task slots), by address."""
-        info = self.client().scheduler_info(n_workers=-1)["workers"]
-        return {a: max(1, int(w.get("nthreads") or 1)) for a, w in info.items()}
+        return {a: max(1, int(w.get("nthreads") or 1)) for a, w in self._workers().items()}
 
     def settle(self) -> None:
         """The run is over: the paced tasks (_throttle) are no longer held here."""
