@@ -87,6 +87,10 @@ class Config:
     # beside paper 004's consolidation bytes; False: the paper's Eq. 2 alone, which leaves a k-split
     # tied with a point that moves the same inputs and no partial products
     dist_shuffle_cost: bool = True
+    # an outer-product cuboid operator runs at the replication corner (I, J, 1) instead of the model's
+    # (P, Q, R) when, where its inputs lie, the corner moves fewer bytes between workers
+    # (runtime.dask.fused_outer.choose); False: always the model's point
+    dist_fewest_bytes: bool = True
     # builtin script search path (dml-semantics §1): lafuse/builtins first, then these
     builtin_dirs: tuple[str, ...] = ()
     # False drops lafuse/builtins from the path, so scripts written for SystemDS (e.g. its own

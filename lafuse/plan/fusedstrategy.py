@@ -16,6 +16,15 @@ X's non-zeros) is a product with operators around it, the case paper 004's opera
 model chooses under the workers' memory (the BFO and RFO corners are among its points, as
 communication). The choice, its estimated bytes, memory per task and cost go on the instruction
 (``Instruction.dist``) for ``--explain`` and the runtime.
+
+The cuboid operator also carries the replication corner (I, J, 1) where its tasks fit
+(``FusedChoice.corner``, with ``Config.dist_fewest_bytes``), and the runtime takes it when, where the
+inputs lie, it moves fewer bytes between workers (runtime.dask.fused_outer.choose). Why: paper 004's
+Eq. 4 counts bytes per task, as Spark's shuffle sends them; Dask's workers keep what they fetched
+and a task runs where its block of X lies, so at the corner X never moves. On two workers with X
+three times U (rank 50), every point that pastes pieces of X moved more than the corner (0.30
+against 0.21 MiB); with U larger than X (rank 200), the model's point moved less (3.4 against
+5.0 MiB) and stays.
 """
 
 from __future__ import annotations
@@ -48,13 +57,15 @@ class FusedChoice:
     shuffle: float
     memory: float
     cost: float
+    corner: FusedChoice | None = None  # the replication corner (I, J, 1), for the runtime (module docstring)
 
     def __str__(self) -> str:
         P, Q, R = self.pqr
         cost = "inf" if math.isinf(self.cost) else f"{self.cost:.3g}s"
         return (f"{self.kind}({P},{Q},{R}) net={self.net / 2**20:.3g}MiB"
                 + (f"+{self.shuffle / 2**20:.3g}MiB" if self.shuffle else "")
-                + f" mem={self.memory / 2**20:.3g}MiB/task cost={cost}")
+                + f" mem={self.memory / 2**20:.3g}MiB/task cost={cost}"
+                + (" or ({},{},{}) if fewer bytes on the workers".format(*self.corner.pqr) if self.corner else ""))
 
 
 def model(ins: Instruction, bs: int) -> cuboid.Model | None:
@@ -121,5 +132,10 @@ def choose(ins: Instruction, cluster: ClusterShape) -> FusedChoice | None:
         c = (m.I, m.J, 1)
         return FusedChoice("rfo", c, cuboid.net_est(c, m), 0.0, cuboid.mem_est(c, m), cuboid.cost(c, m, cl))
     got = cuboid.search(m, cl)
-    return FusedChoice("cfo", got.pqr, got.net, cuboid.aggregation(got.pqr, m), got.memory, got.cost)
+    corner = (m.I, m.J, 1)
+    alt = None
+    if cfgmod.get().dist_fewest_bytes and got.pqr != corner and cuboid.mem_est(corner, m) <= cl.task_memory:
+        alt = FusedChoice("cfo", corner, cuboid.net_est(corner, m), 0.0, cuboid.mem_est(corner, m),
+                          cuboid.cost(corner, m, cl))
+    return FusedChoice("cfo", got.pqr, got.net, cuboid.aggregation(got.pqr, m), got.memory, got.cost, alt)
 

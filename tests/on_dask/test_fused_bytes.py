@@ -15,6 +15,7 @@ and back to two."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import random
 
@@ -76,9 +77,9 @@ def local() -> dict:
     return run_dml(SCRIPT, outputs=OUTPUTS, cfg=_cfg(), out=io.StringIO())
 
 
-def _captured(scheduler: str, monkeypatch) -> list[tuple]:
+def _captured(scheduler: str, monkeypatch, script: str = SCRIPT, outputs: tuple[str, ...] = OUTPUTS) -> list[tuple]:
     """Each outer operator's call (plan, reference, access, main, args, choice) in a Dask run of
-    SCRIPT, its inputs kept alive."""
+    ``script``, its inputs kept alive."""
     calls: list[tuple] = []
     real = fused_outer.run
 
@@ -87,9 +88,9 @@ def _captured(scheduler: str, monkeypatch) -> list[tuple]:
         return real(be, plan, ref, acc, main, args, choice, **kw)
 
     monkeypatch.setattr(fused_outer, "run", spy)
-    run_dml(SCRIPT, outputs=OUTPUTS, cfg=_cfg(scheduler), out=io.StringIO())
+    run_dml(script, outputs=outputs, cfg=_cfg(scheduler), out=io.StringIO())
     monkeypatch.setattr(fused_outer, "run", real)
-    assert len(calls) == 3
+    assert len(calls) == len(outputs)
     return calls
 
 
@@ -197,6 +198,59 @@ def test_unpinned_tasks_stay_near_the_planned_placements_model(dask_scheduler, l
         if tries[-1][0] <= 0.20:
             break
     assert min(tries)[0] <= 0.20, (kind, pqr, tries)
+
+
+# X of 0.3 non-zeros and U, V of 3 columns: X is 15x U, pieces of X cost more than panels of U and V
+NARROW = """
+S = rand(rows=240, cols=200, seed=7, sparsity=0.3)
+U = rand(rows=240, cols=3, seed=8)
+V = rand(rows=200, cols=3, seed=9)
+o1 = sum(S * log(U %*% t(V) + 1e-15))
+"""
+
+
+@pytest.mark.parametrize("script,wins", [(SCRIPT, "point"), (NARROW, "corner")])
+def test_the_point_or_corner_that_moves_fewer_bytes_runs(five, monkeypatch, script, wins):
+    """The cuboid operator's point (2, 1, 1) against its replication corner (I, J, 1), X's blocks
+    spread over the workers, U and V on one: each alone on fresh copies of the inputs moves what
+    fused_outer.moved predicted before it ran (within 5%); given both (``FusedChoice.corner``), the
+    one that moves less runs, with U wider than X (SCRIPT) the point, with X the larger (NARROW) the
+    corner, and the result is the same."""
+    be = DaskBackend(_cfg(five, stats=True))
+    client = be.client()
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    call = _captured(five, monkeypatch, script, ("o1",))[0]
+    plan, ref, acc, main, args, _ = call
+    pos = {a: p for p, a in acc.items()}
+
+    def fresh() -> tuple:
+        return _moved_to(client, args, lambda p, i, j: workers[(3 * i + j) % len(workers)] if p == pos["main"]
+                         else workers[0])
+
+    corner = fusedstrategy.FusedChoice("cfo", (main.nrb, main.ncb, 1), 0.0, 0.0, 0.0, 0.0)
+    point = fusedstrategy.FusedChoice("cfo", (2, 1, 1), 0.0, 0.0, 0.0, 0.0)
+    alone: dict[str, float] = {}
+    values = []
+    for name, c in (("point", point), ("corner", corner)):
+        xs = fresh()
+        grid = fused_outer.Grid(plan, acc, xs[pos["main"]], xs, c)
+        read = {t: {f.key for f in grid.reads(t)} for t in grid.tasks}
+        ws, known = fused_outer.held(be, set().union(*read.values()))
+        layout = fused_outer.assign(grid.replicating, ws, known, grid.anchor, grid.tasks, read)
+        got, model, moved = _run(be, call, xs, c, layout)
+        assert moved == pytest.approx(fused_outer.moved(layout, read, known), rel=0.05), (name, moved)
+        alone[name] = moved
+        values.append(float(got))
+    assert min(alone, key=alone.__getitem__) == wins and alone["point"] != pytest.approx(alone["corner"], rel=0.2)
+    xs = fresh()
+    both = dataclasses.replace(point, corner=corner)
+    got, sh = fused_outer.run(be, plan, ref, acc, xs[pos["main"]], xs, both)
+    assert sh.choice is not None and sh.choice.pqr == (point if wins == "point" else corner).pqr
+    values.append(float(got))
+    assert values == pytest.approx([values[0]] * 3, rel=1e-12)
+    if wins == "corner":  # (at the corner each task runs where its block of X lies)
+        holder = {f.key: client.who_has([f])[f.key][0] for f in xs[pos["main"]].blocks.values()}
+        assert all(w == holder[k] for _, w, reads in sh.calls for k in reads if k in holder)
 
 
 def test_default_placement_follows_the_operator(five, monkeypatch):

@@ -101,3 +101,26 @@ def test_stats_show_each_operators_estimated_and_measured_bytes(dask_scheduler, 
     entries = re.findall(r"(\w+) cfo\((\d+),(\d+),(\d+)\) ([\d.e+-]+) / ([\d.e+-]+) / ([\d.e+-]+)", line)
     assert sorted(e[0] for e in entries) == ["full_agg", "left_mm", "no_agg", "right_mm"], line
     assert all(float(e[4]) > 0 and float(e[5]) >= 0 and float(e[6]) >= 0 for e in entries), line
+
+
+def test_the_plan_offers_the_replication_corner_unless_configured_off(dask_scheduler):
+    """The cuboid operator carries its corner (I, J, 1) = (6, 4, 1) for the runtime to take where it
+    moves fewer bytes (runtime.dask.fused_outer.choose); ``dist_fewest_bytes`` False: the model's point
+    alone. The forced broadcast and replicating operators carry none."""
+    shown = {}
+    for kind, on in (("cost", True), ("cost", False), ("cfo", True), ("rfo", True), ("bfo", True)):
+        cfg = _cfg(dask_scheduler, dist_fused=kind, dist_fewest_bytes=on)
+        with cfgmod.using(cfg):
+            comp = Compiler(cfg)
+            plan = explain_program(comp.compile_text(SCRIPT, "<test>", outputs=OUTPUTS), "runtime", comp)
+        lines = re.findall(r"^-*DASK spoofOP.*$", plan, re.M)
+        assert len(lines) == 4, lines
+        shown[(kind, on)] = [(*re.search(r" (\w+)\((\d+,\d+,\d+)\) net=", ln).groups(),  # type: ignore[union-attr]
+                              *(m.groups() if (m := re.search(r" or \((\d+,\d+,\d+)\) if fewer bytes", ln)) else (None,)))
+                             for ln in lines]
+    for key, got in shown.items():
+        corners = {c for _, p, c in got if c is not None}
+        if key in (("cost", True), ("cfo", True)):
+            assert corners == {"6,4,1"} and all(c is None or p != c for _, p, c in got), (key, got)
+        else:
+            assert not corners, (key, got)

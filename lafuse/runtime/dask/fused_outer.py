@@ -18,6 +18,11 @@ are pinned to the workers the operator chose, the pieces pasted where they are r
 products added on their piece's worker; what moves is then the worker-level model
 (:meth:`Pieces.model`), and with one task per worker and inputs elsewhere the paper's formula.
 ``--stats`` prints both estimates beside the bytes the workers counted.
+
+That model also decides between the cuboid operator's point and its replication corner (I, J, 1),
+which the plan carries (``FusedChoice.corner``): before the first run on its inputs, both are placed
+where the inputs lie now and the one that moves fewer bytes runs (:func:`choose`). At the corner a
+task runs where its block of X lies, so X never moves; paper 004's per-task count cannot see that.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ class Pieces:
         self.calls: list[tuple[Any, str | None, tuple[Any, ...]]] = []
         self.memo: dict[tuple[int, Any], Any] = {}  # pieces not kept (DaskBackend.keep_piece): this run's
         self.sizes: dict[Any, float] = {}  # bytes of blocks, where the scheduler said (place)
+        self.choice: FusedChoice | None = None  # the operator and point that ran (fused_outer.choose)
 
     def submit(self, worker: str | None, fn: Callable[..., Any], *args: Any) -> Any:
         kw: dict[str, Any] = {"workers": [worker], "allow_other_workers": True} if self.pin and worker else {}
@@ -139,22 +145,39 @@ class _At:
 
 def place(be: DaskBackend, choice: FusedChoice, anchor: Callable[[Task], Any] | None, tasks: list[Task],
           reads: Callable[[Task], list[Any]], sizes: dict[Any, float] | None = None) -> dict[Task, str | None]:
-    """The worker of each task (paper 004 §3: a task per cuboid, the plan placing them):
-
-    * ``rfo``: each task on a worker holding its block of X (``anchor``: the block; Spark's locality
-      for the partitions of the main input), so its U and V panels replicate to the workers of their
-      tasks;
-    * ``bfo`` and ``cfo``: the tasks in (p, q, r) order cut into one contiguous run per worker (a run
-      shares its U and V pieces), each run on the worker already holding most bytes of what it reads.
-
-    No worker known (a cluster that does not answer): None, Dask places the task. ``sizes`` receives
-    the bytes of each block the scheduler knows (what a piece pasted from them holds)."""
-    c = be.client()
+    """The worker of each task (:func:`assign`), the workers and what they hold asked of the
+    scheduler. ``sizes`` receives the bytes of each block the scheduler knows (what a piece pasted
+    from them holds)."""
     read = {t: {f.key for f in reads(t)} for t in tasks}
-    keys = set().union(*read.values())
+    workers, known = held(be, set().union(*read.values()), sizes)
+    return assign(choice.kind == "rfo", workers, known, anchor, tasks, read)
+
+
+def held(be: DaskBackend, keys: set[Any], sizes: dict[Any, float] | None = None
+         ) -> tuple[list[str], dict[Any, tuple[int, list[str]]]]:
+    """The running workers and the size and holders of each of ``keys`` (none: a cluster that does not
+    answer); the known sizes into ``sizes``."""
+    c = be.client()
     workers, known = monitor.safe(lambda: c.run_on_scheduler(monitor.held, keys=list(keys)), ([], {}))
     if sizes is not None:
         sizes.update({k: float(n) for k, (n, _) in known.items() if n >= 0})  # (-1: not computed yet)
+    return workers, known
+
+
+def assign(replicating: bool, workers: list[str], known: dict[Any, tuple[int, list[str]]],
+           anchor: Callable[[Task], Any] | None, tasks: list[Task], read: dict[Task, set[Any]]
+           ) -> dict[Task, str | None]:
+    """The worker of each task (paper 004 §3: a task per cuboid, the plan placing them):
+
+    * ``replicating`` (``rfo``, and the cuboid operator at its corner (I, J, 1)): each task on a
+      worker holding its block of X (``anchor``: the block; Spark's locality for the partitions of
+      the main input), so its U and V panels replicate to the workers of their tasks;
+    * else (``bfo`` and ``cfo``): the tasks in (p, q, r) order cut into one contiguous run per worker
+      (a run shares its U and V pieces), each run on the worker already holding most bytes of what it
+      reads.
+
+    ``known``: the size and holders of each block (:func:`held`); ``read``: the keys each task reads.
+    No worker known: None, Dask places the task."""
     if not workers:
         return dict.fromkeys(tasks)
     n = len(workers)
@@ -164,8 +187,8 @@ def place(be: DaskBackend, choice: FusedChoice, anchor: Callable[[Task], Any] | 
     gain = [{w: 0.0 for w in workers} for _ in runs]
     for g, run_ in enumerate(runs):
         for key in set().union(*(read[t] for t in run_)):
-            size, held = known.get(key, (0, []))
-            for w in held:
+            size, holders = known.get(key, (0, []))
+            for w in holders:
                 if w in gain[g]:
                     gain[g][w] += size + 1.0
     out: dict[Task, str | None] = {}
@@ -174,40 +197,62 @@ def place(be: DaskBackend, choice: FusedChoice, anchor: Callable[[Task], Any] | 
         w = max(free, key=lambda w: gain[g][w])
         free.remove(w)
         out.update(dict.fromkeys(runs[g], w))
-    if choice.kind == "rfo" and anchor is not None:  # (a block of X not computed yet: its task stays in its run)
+    if replicating and anchor is not None:  # (a block of X not computed yet: its task stays in its run)
         for task in tasks:
-            held = known.get(anchor(task).key, (0, []))[1]
-            if held:
-                out[task] = held[0]
+            holders = known.get(anchor(task).key, (0, []))[1]
+            if holders:
+                out[task] = holders[0]
     return out
 
 
-def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Blocked, args: tuple[Any, ...],
-        choice: FusedChoice, layout: dict[Task, str | None] | None = None, pin: bool = True) -> tuple[Any, Pieces]:
-    """The operator's result and its recorded tasks. ``layout``: each task's worker (default:
-    :func:`place`); ``pin`` False leaves placement to Dask (the model still assumes ``layout``)."""
-    P, Q, R = choice.pqr
-    broadcast = choice.kind == "bfo"
-    upos = next(p for p, a in acc.items() if a == C.OUTER_U)
-    vpos = next(p for p, a in acc.items() if a == C.OUTER_V)
-    U = args[upos]
-    K = U.ncb if isinstance(U, Blocked) else 1
-    rc, cc = cuts(main.nrb, P), cuts(main.ncb, Q)
-    kc = [0, K] if broadcast else cuts(K, R)
-    sh = Pieces(be, pin)
-    halves = C.split_outer(plan) if len(kc) > 2 else None
+def moved(layout: dict[Task, str | None], read: dict[Task, set[Any]], known: dict[Any, tuple[int, list[str]]],
+          partial: float = 0.0) -> float:
+    """Bytes the workers will move for ``layout``, before it runs: each block once to every worker that
+    reads it and does not hold it (the worker-level model, :meth:`Pieces.model`), and with R > 1 each
+    partial product (``partial`` bytes) on another worker than its piece's first task."""
+    need = {(k, w) for t, w in layout.items() if w is not None for k in read[t]}
+    total = 0.0
+    for k, w in need:
+        size, holders = known.get(k, (0, []))
+        if size > 0 and w not in holders:
+            total += size
+    return total + partial * sum(1 for (p, q, r), w in layout.items() if r > 0 and w != layout[(p, q, 0)])
 
-    def bounds(p: int, q: int, r: int) -> dict[int, tuple[int, int, int, int]]:
+
+class Grid:
+    """An outer operator's tasks at one point: X's row and column groups (``rc``, ``cc``), U's and
+    V's k-groups (``kc``; the broadcast operator: one), and the block range of each distributed
+    input a task (p, q, r) reads."""
+
+    def __init__(self, plan: C.CPlan, acc: dict[int, str], main: Blocked, args: tuple[Any, ...],
+                 choice: FusedChoice) -> None:
+        self.plan, self.acc, self.main, self.args, self.choice = plan, acc, main, args, choice
+        self.broadcast = choice.kind == "bfo"
+        self.upos = next(p for p, a in acc.items() if a == C.OUTER_U)
+        self.vpos = next(p for p, a in acc.items() if a == C.OUTER_V)
+        U = args[self.upos]
+        K = U.ncb if isinstance(U, Blocked) else 1
+        P, Q, R = choice.pqr
+        self.rc, self.cc = cuts(main.nrb, P), cuts(main.ncb, Q)
+        self.kc = [0, K] if self.broadcast else cuts(K, R)
+        self.tasks = [(p, q, r) for p in range(len(self.rc) - 1) for q in range(len(self.cc) - 1)
+                      for r in range(len(self.kc) - 1)]
+        # the replication corner: each task one block of X, k whole (paper 004 Table 1: what RFO does)
+        self.replicating = choice.kind == "rfo" or (not self.broadcast and len(self.kc) == 2 and
+                                                    len(self.tasks) == main.nrb * main.ncb)
+
+    def bounds(self, p: int, q: int, r: int) -> dict[int, tuple[int, int, int, int]]:
         """The block range each distributed input's piece of task (p, q, r) covers."""
+        plan, rc, cc, kc = self.plan, self.rc, self.cc, self.kc
         i0, i1, j0, j1 = rc[p], rc[p + 1], cc[q], cc[q + 1]
         out: dict[int, tuple[int, int, int, int]] = {}
-        for pos, a in enumerate(args):
+        for pos, a in enumerate(self.args):
             if not isinstance(a, Blocked):
                 continue
-            access = acc.get(pos, C.SCALAR)
-            if pos in (upos, vpos):
-                g0, g1 = (i0, i1) if pos == upos else (j0, j1)
-                out[pos] = (0, a.nrb, 0, a.ncb) if broadcast else (g0, g1, kc[r], kc[r + 1])
+            access = self.acc.get(pos, C.SCALAR)
+            if pos in (self.upos, self.vpos):
+                g0, g1 = (i0, i1) if pos == self.upos else (j0, j1)
+                out[pos] = (0, a.nrb, 0, a.ncb) if self.broadcast else (g0, g1, kc[r], kc[r + 1])
             elif pos == plan.mm:
                 o0, o1 = (j0, j1) if plan.agg == C.RIGHT_MM else (i0, i1)
                 out[pos] = (o0, o1, 0, a.ncb)
@@ -221,18 +266,58 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
                 out[pos] = (0, 1, 0, 1)
         return out
 
+    def reads(self, t: Task) -> list[Any]:
+        """The futures of the blocks task ``t`` reads."""
+        return [f for pos, bd in self.bounds(*t).items() for f in blocks_in(self.args[pos], *bd)]
+
+    def anchor(self, t: Task) -> Any:
+        return self.main.blocks[(t[0], t[1])]
+
+    def partial(self) -> float:
+        """Bytes of one partial product of a piece (the plan's aggregation estimate shared out)."""
+        P, Q, R = len(self.rc) - 1, len(self.cc) - 1, len(self.kc) - 1
+        return self.choice.shuffle / ((R - 1) * P * Q) if R > 1 else 0.0
+
+
+def choose(be: DaskBackend, grids: list[Grid], sizes: dict[Any, float] | None = None
+           ) -> tuple[FusedChoice, dict[Task, str | None]]:
+    """The point of ``grids`` (the model's, then the corner: ``FusedChoice.corner``) whose placement
+    moves the fewest bytes between workers where the inputs lie now (:func:`moved`; a tie keeps the
+    first), and its placement (kept by DaskBackend.placed while the inputs live: not the grid, which
+    holds them)."""
+    reads = [{t: {f.key for f in g.reads(t)} for t in g.tasks} for g in grids]
+    workers, known = held(be, set().union(*(k for r in reads for k in r.values())), sizes)
+    best: tuple[float, Grid, dict[Task, str | None]] | None = None  # (cost, grid, layout)
+    for g, read in zip(grids, reads, strict=True):
+        layout = assign(g.replicating, workers, known, g.anchor, g.tasks, read)
+        cost = moved(layout, read, known, g.partial()) if len(grids) > 1 else 0.0
+        if best is None or cost < best[0]:
+            best = (cost, g, layout)
+    assert best is not None
+    return best[1].choice, best[2]
+
+
+def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Blocked, args: tuple[Any, ...],
+        choice: FusedChoice, layout: dict[Task, str | None] | None = None, pin: bool = True) -> tuple[Any, Pieces]:
+    """The operator's result and its recorded tasks. ``layout``: each task's worker (default:
+    :func:`choose` between the choice's point and its corner, once while the inputs live); ``pin``
+    False leaves placement to Dask (the model still assumes ``layout``)."""
+    sh = Pieces(be, pin)
+    g = Grid(plan, acc, main, args, choice)
+    if layout is None:
+        grids = [g] + ([Grid(plan, acc, main, args, choice.corner)] if choice.corner is not None else [])
+        chosen, layout = be.placed(plan, choice, args, lambda: choose(be, grids, sh.sizes))
+        g = next(x for x in grids if x.choice is chosen or x.choice == chosen)
+    sh.choice = g.choice
+    broadcast, upos, vpos, rc, cc, kc = g.broadcast, g.upos, g.vpos, g.rc, g.cc, g.kc
+    halves = C.split_outer(plan) if len(kc) > 2 else None
+
     def operands(p: int, q: int, r: int, w: str | None) -> list[Any]:
-        b = bounds(p, q, r)
+        b = g.bounds(p, q, r)
         return [sh.get(a, *b[pos], w) if pos in b else a for pos, a in enumerate(args)]
 
-    tasks = [(p, q, r) for p in range(len(rc) - 1) for q in range(len(cc) - 1) for r in range(len(kc) - 1)]
-    if layout is None:
-        layout = be.placed(plan, (choice.kind, choice.pqr), args, lambda: place(
-            be, choice, lambda t: main.blocks[(t[0], t[1])], tasks,
-            lambda t: [f for pos, bd in bounds(*t).items() for f in blocks_in(args[pos], *bd)], sh.sizes))
-
-    if choice.kind == "rfo" and plan.agg == C.FULL_AGG:
-        return _partitions(sh, plan, ref, tasks, layout, len(args), operands), sh
+    if g.replicating and plan.agg == C.FULL_AGG:
+        return _partitions(sh, plan, ref, g.tasks, layout, len(args), operands), sh
 
     def task(p: int, q: int) -> tuple[Any, str | None]:
         w0 = layout[(p, q, 0)]
@@ -293,6 +378,7 @@ def measured(be: DaskBackend, label: str, choice: FusedChoice | None, inputs: tu
     before = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     with get_task_stream(client=c) as stream:
         out, sh = compute()
+        choice = sh.choice or choice
         be.wait_all(list(out.blocks.values()) if isinstance(out, Blocked) else [])
     after = monitor.safe(lambda: c.run(monitor.worker_counters), {})
     moved = monitor.between(before, after, monitor.safe(lambda: c.scheduler.address, None), 0).moved_bytes
