@@ -35,6 +35,7 @@ class SelectStats:
     plans_evaluated: int = 0
     pruned_cost: int = 0
     pruned_structural: int = 0
+    over_budget: int = 0  # partitions whose enumeration ran out of plans (CostBased._enumerate)
 
 
 @dataclass

@@ -3,19 +3,25 @@
 An assignment is a set of cuts (materialized data dependencies, see
 :mod:`lafuse.fusion.construct`). Fuse-all cuts nothing (maximal fusion, redundant compute on
 shared intermediates); fuse-no-redundancy cuts every reference to an intermediate with several
-consumers; the cost-based selector (paper 000 sec. 4, MPSkipEnum) partitions the plans, collects
-interesting points per partition (materialization-point consumers and template switches) and
-enumerates their assignments, fuse-all first, with cost-based skipping (a lower bound of static
-and materialization costs against the best plan so far) and structural skipping (a point whose
-materialization splits the remaining points into independent halves is enumerated per half).
+consumers; the cost-based selector (paper 000 §4, MPSkipEnum) partitions the plans, collects
+interesting points per partition (materialization-point consumers and template switches) and finds
+the cheapest assignment of them exactly: structural pruning decides groups of points that no fused
+operator can span on their own (:class:`Interactions`; the points materialized on the way to such a
+split are the paper's cut sets, composite ones included), small groups are scanned in MPSkipEnum's
+linear order from fuse-all with cost-based skipping (a lower bound of static and materialization
+costs against the best plan so far). A partition costs at most the plans its stakes pay for
+(PLAN_EVAL_TIME) and a DAG at most MAX_PLANS_PER_DAG; past that, the best plan seen,
+fuse-no-redundancy's or a greedy pass, and ``--stats`` says so. ``tests/fusion/test_select_exact.py``
+checks the plans against every assignment on 300 random DAGs (partitions of up to 16 points).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, PLAN_EVAL_TIME
 from lafuse.cost.fused import basic_cost, chain_saving, fused_cost, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
@@ -24,8 +30,12 @@ from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
 from lafuse.fusion.memo import MemoTable
 from lafuse.hops.hop import Hop
 
-MAX_POINTS_EXHAUSTIVE = 9  # interesting points per partition enumerated (2^9 plans) before a greedy pass
-MAX_PLANS_PER_DAG = 1024  # plan evaluations per DAG before the remaining partitions are chosen greedily
+# plans costed per DAG (each ~0.1 ms: build_plan and plan_cost, memoized) before the enumeration of
+# the partition it is in stops and falls back (CostBased._enumerate): 2^16, every assignment of 16
+# points even where nothing prunes. Within it a partition costs at most the plans its stakes pay for
+# (PLAN_EVAL_TIME), and at least MIN_PLANS_PER_PARTITION
+MAX_PLANS_PER_DAG = 1 << 16
+MIN_PLANS_PER_PARTITION = 32
 
 
 @dataclass
@@ -37,6 +47,7 @@ class Context:
     stats: SelectStats = field(default_factory=SelectStats)
     hints: dict[str, float] | None = None  # non-zeros of the variables the DAG reads
     weight: float = 1.0  # expected executions of the DAG (amortizes kernel compilation)
+    budget: int = MAX_PLANS_PER_DAG  # plans the cost-based selector costs for the DAG (CostBased._enumerate)
     cplans: dict = field(default_factory=dict)  # CPlan construction memo across evaluated plans
     costs: dict = field(default_factory=dict)  # operator cost memo across evaluated plans
     # bytes the unfused operators of a set of HOPs hold at once (optimizer.intermediate_peak): what a
@@ -115,7 +126,10 @@ def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: fl
     for op in plan.fused:
         if op.root.id in part:
             assert op.plan is not None
-            key = ("f", op.template, op.root.id, frozenset(op.entries))
+            # (the covered HOPs with their entries, whose cut references the operator reads
+            # materialized, and its inputs: the covered ids alone named two operators that read
+            # different inputs, and a memoized plan cost 4.996 where it costs 5.080)
+            key = ("f", op.template, op.root.id, frozenset(op.entries.items()), tuple(i.id for i in op.inputs))
             c = memo.get(key)
             if c is None:
                 c = memo[key] = fused_cost(op.plan, op.inputs, op.root, prof, hints)
@@ -149,8 +163,10 @@ def unfused_cost(hops: list[Hop], prof: HardwareProfile, hints: dict[str, float]
 
 @dataclass
 class Bound:
-    """Lower bound of a partition's plan costs: each operator costs write + max(read, compute), so
-    a plan costs at least writes + max(reads, computes) summed over its operators."""
+    """Lower bound of a partition's plan costs: each operator costs at least the larger of its memory
+    traffic (read + write) and its computation, so a plan costs at least max(reads + writes,
+    computes) summed over its operators. (write + max(read, compute) is not a bound: a compute-bound
+    basic operator hides its write, and the bound skipped a 2-point partition's cheapest plan.)"""
 
     write: float
     read: float
@@ -158,17 +174,25 @@ class Bound:
     mp_write: dict[int, float]
     mp_read: dict[int, float]
 
+    def targets(self, cuts: Cuts) -> set[int]:
+        """The targets of ``cuts`` among the partition's points' (their materialization costs)."""
+        return {g for _, g in cuts if g in self.mp_write}
+
     def of(self, targets: set[int]) -> float:
         w = self.write + sum(self.mp_write[g] for g in targets)
         r = self.read + sum(self.mp_read[g] for g in targets)
-        return w + max(r, self.compute)
+        return max(w + r, self.compute)
 
 
 class CostBased(Selector):
     name = "cost"
+    limit = 0  # plans_evaluated at which this DAG's budget is spent (select)
+    part_limit = 0  # ... and the partition's (_enumerate)
 
     def select(self, ctx: Context) -> Cuts:
         cuts: set[tuple[int, int]] = set()
+        # (ctx.stats may be shared by the DAGs of a process: the budget is this DAG's)
+        self.limit = ctx.stats.plans_evaluated + ctx.budget
         for part in partitions(ctx.memo):
             pts = interesting_points(ctx.memo, part)
             ctx.stats.partitions += 1
@@ -228,94 +252,110 @@ class CostBased(Selector):
         compute = sum(min(meta(memo.hops[h], hints).cells * density * fused_weight(memo.hops[h].op)
                           / fused_op_rate(prof), self._basic(ctx, h)) for h in part)
         mp = {g: meta(memo.hops[g], hints).bytes for _, g in pts}
-        return Bound(write, read, compute, {g: mem_times(prof, 0.0, b)[1] for g, b in mp.items()},
+        # a target the partition writes anyway (one of its roots) costs a materialization one read more
+        written = {r.id for r in roots}
+        return Bound(write, read, compute, {g: 0.0 if g in written else mem_times(prof, 0.0, b)[1] for g, b in mp.items()},
                      {g: mem_times(prof, b, 0.0)[0] for g, b in mp.items()})
 
     def _enumerate(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
                    lb: Bound) -> Cuts:
-        n = len(pts)
-        if n > MAX_POINTS_EXHAUSTIVE or ctx.stats.plans_evaluated > MAX_PLANS_PER_DAG:
-            # greedy: fuse-all, then each point alone
-            return self._greedy(ctx, part, pts, fixed)
-        return self._skip_enum(ctx, part, pts, fixed, lb)
+        """The exact best assignment of the partition's points (:meth:`_solve`) within the DAG's plan
+        budget. Past it: the best of the plans seen (fuse-all first), fuse-no-redundancy's and a
+        greedy pass from fuse-all, so never worse than either heuristic under this cost model
+        (``--stats`` counts such partitions)."""
+        self.solved: dict[Any, frozenset[tuple[int, int]]] = {}
+        # the plans worth costing: what the best plan can save over fuse-all, at PLAN_EVAL_TIME each
+        fuse_all = self._cost(ctx, part, fixed, float("inf"))
+        stakes = max(fuse_all - lb.of(lb.targets(fixed)), 0.0) * ctx.weight
+        self.part_limit = min(self.limit, ctx.stats.plans_evaluated + max(MIN_PLANS_PER_PARTITION,
+                                                                          int(stakes / PLAN_EVAL_TIME)))
+        cuts, cost, done = self._solve(ctx, part, pts, fixed, lb, Interactions(ctx.memo, part), float("inf"))
+        if done:
+            return cuts
+        ctx.stats.over_budget += 1
+        shared = frozenset(p for p in pts if len({x.id for x in ctx.memo.consumers.get(p[1], [])}) > 1)
+        for alt in (fixed | shared, self._greedy(ctx, part, pts, fixed)):
+            c = self._cost(ctx, part, alt, cost)
+            if c < cost:
+                cuts, cost = alt, c
+        return cuts
 
     def _cost(self, ctx: Context, part: set[int], cuts: Cuts, bound: float) -> float:
         ctx.stats.plans_evaluated += 1
         plan = build_plan(ctx.memo, ctx.roots, ctx.order, cuts, cache=ctx.cplans, part=part)
         return plan_cost(plan, part, ctx.prof, bound, ctx.hints, ctx.costs)
 
+    def _solve(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts, lb: Bound,
+               graph: Interactions, bound: float) -> tuple[Cuts, float, bool]:
+        """The best assignment of ``pts`` given ``fixed`` (the other points' decisions), its cost (the
+        partition's; inf: none below ``bound``), and whether the search was complete (False: the plan
+        budget ran out).
+
+        Structural pruning (paper 000 §4.3): where the points fall apart into groups that no fused
+        operator can span given ``fixed`` (:class:`Interactions`), each group is solved on its own
+        and the partition's cost is the sum of theirs, so the best assignments combine. Otherwise
+        the point whose materialization splits the rest best is decided both ways (a cut set grows
+        along the materialized branch: two points where one alone splits nothing is a composite cut
+        set), and small groups are enumerated (:meth:`_skip_enum`). Cost-based pruning: a branch whose
+        materializations alone bound its plans above ``bound`` is skipped."""
+        groups, keys = graph.groups(pts, fixed)
+        if len(groups) > 1:
+            ctx.stats.pruned_structural += max(2 ** len(pts) - sum(2 ** len(g) for g in groups), 0)
+            cuts, ok = fixed, True
+            for g, key in zip(groups, keys, strict=True):
+                # a group's best assignment depends only on the decisions inside its component
+                # (Interactions): met again on another branch, it is taken as it was
+                known = self.solved.get(key)
+                if known is None:
+                    got, _, done = self._solve(ctx, part, g, cuts, lb, graph, float("inf"))
+                    known = frozenset(p for p in g if p in got)
+                    if done:
+                        self.solved[key] = known
+                    ok = ok and done
+                cuts = cuts | known
+            return cuts, self._cost(ctx, part, cuts, float("inf")), ok
+        if len(pts) <= SMALL_GROUP:
+            return self._skip_enum(ctx, part, pts, fixed, lb, bound)
+        p = graph.branch(pts, fixed)
+        rest = [q for q in pts if q != p]
+        best_cuts, best, ok = self._solve(ctx, part, rest, fixed, lb, graph, bound)  # p fused
+        bound = min(bound, best)
+        if lb.of(lb.targets(fixed | {p})) >= bound:
+            ctx.stats.pruned_cost += 2 ** len(rest)
+            return best_cuts, best, ok
+        cuts, cost, done = self._solve(ctx, part, rest, fixed | {p}, lb, graph, bound)  # p materialized
+        if cost < best:
+            best_cuts, best = cuts, cost
+        return best_cuts, best, ok and done
+
     def _skip_enum(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts,
-                   lb: Bound) -> Cuts:
-        """MPSkipEnum (Alg. 2): the linearized space from all-false (fuse-all) upwards; bit i of the
-        assignment is point i, most significant first, so a plan's successors up to the next flip
-        of its last true bit only add materializations and can be skipped together."""
+                   lb: Bound, bound: float) -> tuple[Cuts, float, bool]:
+        """MPSkipEnum's linear scan (paper 000 Alg. 2) of ``pts`` given ``fixed``, from all-false
+        (fuse-all) upwards, bit i of the assignment point i, most significant first: a plan's
+        successors up to the next flip of its last true bit only add materializations, so they are
+        skipped together when the lower bound of the first reaches the best cost so far (or
+        ``bound``). Returns as :meth:`_solve`."""
         n = len(pts)
-        best_cuts: Cuts = fixed
-        best = float("inf")
-        cut_point = self._cut_point(ctx, pts) if n >= 4 else None
+        best_cuts, best = fixed, bound
+        base = lb.targets(fixed)
         j = 0
         while j < 2 ** n:
-            q = [(j >> (n - 1 - i)) & 1 for i in range(n)]
-            chosen = frozenset(pts[i] for i in range(n) if q[i])
-            if cut_point is not None and q[cut_point[0]] and not any(q[cut_point[0] + 1:]):
-                # structural: with the cut point materialized, the points after it fall apart into
-                # independent halves: enumerate each half on its own and skip their product
-                sub = self._independent(ctx, part, pts, cut_point, fixed | chosen, lb)
-                span = 2 ** (n - 1 - cut_point[0])
-                ctx.stats.pruned_structural += max(span - 1, 0)
-                c = self._cost(ctx, part, fixed | sub, best)
-                if c < best:
-                    best, best_cuts = c, fixed | sub
-                j += span
-                continue
-            if lb.of({g for _, g in chosen}) >= best:
-                last = max(i for i in range(n) if q[i])
-                skip = 2 ** (n - 1 - last)
-                ctx.stats.pruned_cost += skip
+            if ctx.stats.plans_evaluated >= self.part_limit:
+                return best_cuts, best, False
+            chosen = frozenset(pts[i] for i in range(n) if (j >> (n - 1 - i)) & 1)
+            if lb.of(base | {g for _, g in chosen}) >= best:
+                skip = 2 ** (n - 1 - max((i for i in range(n) if (j >> (n - 1 - i)) & 1), default=-1))
+                ctx.stats.pruned_cost += min(skip, 2 ** n - j)
                 j += skip
                 continue
             c = self._cost(ctx, part, fixed | chosen, best)
             if c < best:
                 best, best_cuts = c, fixed | chosen
             j += 1
-        return best_cuts
-
-    def _cut_point(self, ctx: Context, pts: list[tuple[int, int]]) -> tuple[int, list[int], list[int]] | None:
-        """A point (index i) whose targets split the later points into two non-empty sets S1, S2 of
-        points that do not reach each other through fusion references (paper 000 Eq. 5 picks the
-        best-balanced such cut)."""
-        memo = ctx.memo
-        reach: dict[int, set[int]] = {}
-
-        def below(h: int) -> set[int]:
-            if h not in reach:
-                out = {h}
-                for e in memo.groups.get(h, []):
-                    for r in e.refs:
-                        if r >= 0:
-                            out |= below(r)
-                reach[h] = out
-            return reach[h]
-
-        best = None
-        for i, (_, g) in enumerate(pts):
-            rest = [k for k in range(i + 1, len(pts))]
-            s1 = [k for k in rest if g in below(pts[k][0])]
-            s2 = [k for k in rest if k not in s1 and not (below(pts[k][0]) & below(g))]
-            if s1 and s2 and len(s1) + len(s2) == len(rest):
-                score = abs(len(s1) - len(s2))
-                if best is None or score < best[0]:
-                    best = (score, i, s1, s2)
-        return None if best is None else (best[1], best[2], best[3])
-
-    def _independent(self, ctx: Context, part: set[int], pts: list[tuple[int, int]],
-                     cut: tuple[int, list[int], list[int]], base: Cuts, lb: Bound) -> Cuts:
-        out = set(base)
-        for sub in (cut[1], cut[2]):
-            out |= self._skip_enum(ctx, part, [pts[k] for k in sub], frozenset(out), lb)
-        return frozenset(out)
+        return best_cuts, best, True
 
     def _greedy(self, ctx: Context, part: set[int], pts: list[tuple[int, int]], fixed: Cuts) -> Cuts:
+        """From fuse-all, each point materialized in turn where that lowers the cost."""
         cuts = set(fixed)
         best = self._cost(ctx, part, frozenset(cuts), float("inf"))
         for p in pts:
@@ -324,6 +364,66 @@ class CostBased(Selector):
                 best = c
                 cuts.add(p)
         return frozenset(cuts)
+
+
+SMALL_GROUP = 4  # points a group is enumerated over directly rather than branched on (_solve)
+
+
+class Interactions:
+    """Which points of a partition can affect each other's costs, given some decisions (paper 000
+    §4.3, structural pruning). A plan's cost is the sum of its fused and basic operators'; a fused
+    operator grows from its root along fusion references that are not cut, so it stays inside a
+    connected group of the graph whose edges are those references (and an mmchain's outer product
+    and its parts, whose saving counts only when all are unfused). Which HOPs of a group are
+    computed as operator roots depends on its own consumers' plans and on reads from outside it,
+    which are always materialized (a cut reference or a plain input: every HOP is computed, by its
+    own instruction or inside an operator, and reads such an input materialized). So the groups'
+    costs add up, and points of different groups are decided independently."""
+
+    def __init__(self, memo: MemoTable, part: set[int]) -> None:
+        self.memo = memo
+        self.edges = sorted({(c, r) for c in part for e in memo.groups.get(c, []) for r in e.refs if r >= 0})
+        chains = [(h, q) for h in part for q in memo.hops[h].params.get("chain_parts") or () if q in part]
+        self.chains = sorted(chains)
+        self.part = part
+
+    def _components(self, fixed: Cuts) -> dict[int, int]:
+        parent = {h: h for h in self.part}
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for c, r in self.edges:
+            if (c, r) not in fixed and r in parent:
+                parent[find(c)] = find(r)
+        for h, q in self.chains:
+            parent[find(h)] = find(q)
+        return {h: find(h) for h in self.part}
+
+    def groups(self, pts: list[tuple[int, int]], fixed: Cuts) -> tuple[list[list[tuple[int, int]]], list[Any]]:
+        """``pts`` by the group of their consumer, given the references ``fixed`` cuts (each point
+        open otherwise: an undecided point may stay fused); and for each group a key of what its
+        best assignment depends on: its points, its component's HOPs and the cuts among them."""
+        comp = self._components(fixed)
+        out: dict[int, list[tuple[int, int]]] = {}
+        for p in pts:
+            out.setdefault(comp[p[0]], []).append(p)
+        keys = []
+        for root, g in out.items():
+            hops = frozenset(h for h, c in comp.items() if c == root)
+            keys.append((frozenset(g), hops, frozenset(e for e in fixed if e[0] in hops)))
+        return list(out.values()), keys
+
+    def branch(self, pts: list[tuple[int, int]], fixed: Cuts) -> tuple[int, int]:
+        """The point whose materialization leaves the smallest largest group of the others (ties:
+        the first in ``pts``)."""
+        def split(p: tuple[int, int]) -> int:
+            return max(len(g) for g in self.groups([q for q in pts if q != p], fixed | {p})[0])
+
+        return min(pts, key=split)
 
 
 SELECTORS: dict[str, type[Selector]] = {"fuse-all": FuseAll, "fuse-no-redundancy": FuseNoRedundancy,

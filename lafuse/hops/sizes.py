@@ -129,7 +129,9 @@ def scalar_fn(h: Hop | None) -> Callable[[dict[str, Any] | None], Any]:
 
 
 def _finite_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A number that is not inf or NaN (an int beyond a float's range too: ``%/%`` of folded
+    constants can give one, and ``math.isfinite`` raises on it)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
 
 
 # the largest dimension: SystemDS casts a dimension argument to a Java long, which saturates there

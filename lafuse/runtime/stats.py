@@ -131,7 +131,10 @@ class Stats:
                f"memo entries {f.memo_entries} (pruned {f.memo_pruned}), optimizer time {f.time:.3f} sec.",
                f"Codegen plans: partitions {s.partitions}, interesting points {s.points}, plans "
                f"{s.plans_total} total, {s.plans_evaluated} evaluated, {s.pruned_cost} skipped by cost, "
-               f"{s.pruned_structural} skipped by structure; {f.unfused_by_compile_cost} operators left "
+               f"{s.pruned_structural} skipped by structure"
+               + (f", {s.over_budget} partitions not enumerated to the end (their plan budget spent: the best "
+                  f"plan seen, fuse-no-redundancy's or a greedy pass, whichever costs least)" if s.over_budget else "")
+               + f"; {f.unfused_by_compile_cost} operators left "
                f"unfused because compilation would not pay off"
                + (f" ({f.deferred} kernels that would pay from the disk cache: compiled in the background "
                   f"after the run)" if f.deferred else "")
