@@ -178,3 +178,38 @@ def test_a_composite_cut_set_splits_where_no_single_target_does():
     assert len(groups) == 2 and all(groups), groups
     got = check(COMPOSITE)
     assert got is not None and got[1] >= 1 and got[2], got
+
+
+@pytest.mark.parametrize("seed,n", LARGE)
+def test_past_its_budget_a_partition_gets_no_worse_than_either_heuristic(seed, n):
+    """With a budget of 40 plans for the DAG the search stops early (counted as over budget), and
+    each partition's plan costs no more than fuse-all's or fuse-no-redundancy's."""
+    from lafuse.fusion.select import FuseNoRedundancy
+
+    dag = block(script(seed, n))
+    memo = explore(dag.roots)
+    order = dag.hops()
+    ctx = Context(memo, dag.roots, order, PROF, weight=20.0, budget=40)
+    cuts = CostBased().select(ctx)
+    assert ctx.stats.over_budget >= 1, ctx.stats
+    fnr = FuseNoRedundancy().select(Context(memo, dag.roots, order, PROF))
+    def cost(c, part):
+        return plan_cost(build_plan(memo, dag.roots, order, frozenset(c), part=part), part, PROF)
+
+    for part in partitions(memo):
+        every = {(c, g) for c in part for e in memo.entries(c) for g in e.refs if g >= 0}
+        if every and every <= cuts:
+            continue  # (left unfused: no plan pays a kernel's load)
+        got = cost(cuts, part)
+        assert got <= cost(cuts - every, part) * (1 + 1e-12)
+        assert got <= cost((cuts - every) | (fnr & every), part) * (1 + 1e-12)
+
+
+def test_stats_say_when_a_partition_was_not_enumerated_to_the_end():
+    from lafuse.fusion import FusionStats, SelectStats
+    from lafuse.runtime.stats import Stats
+
+    lines = Stats(fusion=FusionStats(select=SelectStats(partitions=2, over_budget=1)))._codegen_lines()
+    assert "1 partitions not enumerated to the end (their plan budget spent" in lines[1], lines
+    lines = Stats(fusion=FusionStats(select=SelectStats(partitions=2)))._codegen_lines()
+    assert "not enumerated" not in lines[1], lines
