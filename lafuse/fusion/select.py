@@ -17,7 +17,8 @@ checks the plans against every assignment on 300 random DAGs (partitions of up t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,19 +74,24 @@ def _refs(memo: MemoTable) -> set[tuple[int, int]]:
     return {(hid, r) for hid, es in memo.groups.items() for e in es for r in e.refs if r >= 0}
 
 
+def _shared(memo: MemoTable, g: int) -> bool:
+    """Whether HOP ``g`` has several consumers (a reference to it is a materialization point)."""
+    return len({x.id for x in memo.consumers.get(g, [])}) > 1
+
+
 class FuseNoRedundancy(Selector):
     name = "fuse-no-redundancy"
 
     def select(self, ctx: Context) -> Cuts:
-        m = ctx.memo
-        return frozenset((c, g) for c, g in _refs(m) if len({x.id for x in m.consumers.get(g, [])}) > 1)
+        return frozenset((c, g) for c, g in _refs(ctx.memo) if _shared(ctx.memo, g))
 
 
 # ----------------------------------------------------------------------------- cost-based
 
-def partitions(memo: MemoTable) -> list[set[int]]:
-    """Connected components of the fusion references (nodes of separate partitions never fuse)."""
-    parent: dict[int, int] = {h: h for h in memo.groups}
+def _components(nodes: Iterable[int], pairs: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Each node's component (a representative node) under the undirected ``pairs`` (union-find; a
+    node named only by a pair joins too)."""
+    parent: dict[int, int] = {h: h for h in nodes}
 
     def find(x: int) -> int:
         while parent[x] != x:
@@ -93,12 +99,18 @@ def partitions(memo: MemoTable) -> list[set[int]]:
             x = parent[x]
         return x
 
-    for c, g in _refs(memo):
-        parent.setdefault(g, g)
-        parent[find(c)] = find(g)
+    for a, b in pairs:
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        parent[find(a)] = find(b)
+    return {h: find(h) for h in parent}
+
+
+def partitions(memo: MemoTable) -> list[set[int]]:
+    """Connected components of the fusion references (nodes of separate partitions never fuse)."""
     comps: dict[int, set[int]] = {}
-    for h in parent:
-        comps.setdefault(find(h), set()).add(h)
+    for h, root in _components(memo.groups, _refs(memo)).items():
+        comps.setdefault(root, set()).add(h)
     return sorted(comps.values(), key=min)
 
 
@@ -109,7 +121,7 @@ def interesting_points(memo: MemoTable, part: set[int]) -> list[tuple[int, int]]
     for c, g in sorted(_refs(memo)):
         if c not in part:
             continue
-        multi = len({x.id for x in memo.consumers.get(g, [])}) > 1
+        multi = _shared(memo, g)
         switch = bool(memo.templates_of(g) - memo.templates_of(c))
         if multi or switch:
             pts.append((c, g))
@@ -273,7 +285,7 @@ class CostBased(Selector):
         if done:
             return cuts
         ctx.stats.over_budget += 1
-        shared = frozenset(p for p in pts if len({x.id for x in ctx.memo.consumers.get(p[1], [])}) > 1)
+        shared = frozenset(p for p in pts if _shared(ctx.memo, p[1]))
         for alt in (fixed | shared, self._greedy(ctx, part, pts, fixed)):
             c = self._cost(ctx, part, alt, cost)
             if c < cost:
@@ -387,30 +399,21 @@ class Interactions:
         self.chains = sorted(chains)
         self.part = part
 
-    def _components(self, fixed: Cuts) -> dict[int, int]:
-        parent = {h: h for h in self.part}
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for c, r in self.edges:
-            if (c, r) not in fixed and r in parent:
-                parent[find(c)] = find(r)
-        for h, q in self.chains:
-            parent[find(h)] = find(q)
-        return {h: find(h) for h in self.part}
-
-    def groups(self, pts: list[tuple[int, int]], fixed: Cuts) -> tuple[list[list[tuple[int, int]]], list[Any]]:
-        """``pts`` by the group of their consumer, given the references ``fixed`` cuts (each point
-        open otherwise: an undecided point may stay fused); and for each group a key of what its
-        best assignment depends on: its points, its component's HOPs and the cuts among them."""
-        comp = self._components(fixed)
+    def _by_component(self, pts: list[tuple[int, int]], fixed: Cuts
+                      ) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+        """Each HOP's component given the references ``fixed`` cuts (each point open otherwise: an
+        undecided point may stay fused), and ``pts`` by their consumer's."""
+        edges = ((c, r) for c, r in self.edges if (c, r) not in fixed and r in self.part)
+        comp = _components(self.part, itertools.chain(edges, self.chains))
         out: dict[int, list[tuple[int, int]]] = {}
         for p in pts:
             out.setdefault(comp[p[0]], []).append(p)
+        return comp, out
+
+    def groups(self, pts: list[tuple[int, int]], fixed: Cuts) -> tuple[list[list[tuple[int, int]]], list[Any]]:
+        """``pts`` by the group of their consumer (:meth:`_by_component`), and for each group a key of
+        what its best assignment depends on: its points, its component's HOPs and the cuts among them."""
+        comp, out = self._by_component(pts, fixed)
         keys = []
         for root, g in out.items():
             hops = frozenset(h for h, c in comp.items() if c == root)
@@ -421,7 +424,7 @@ class Interactions:
         """The point whose materialization leaves the smallest largest group of the others (ties:
         the first in ``pts``)."""
         def split(p: tuple[int, int]) -> int:
-            return max(len(g) for g in self.groups([q for q in pts if q != p], fixed | {p})[0])
+            return max(len(g) for g in self._by_component([q for q in pts if q != p], fixed | {p})[1].values())
 
         return min(pts, key=split)
 

@@ -307,7 +307,7 @@ def run(be: DaskBackend, plan: C.CPlan, ref: bool, acc: dict[int, str], main: Bl
     if layout is None:
         grids = [g] + ([Grid(plan, acc, main, args, choice.corner)] if choice.corner is not None else [])
         chosen, layout = be.placed(plan, choice, args, lambda: choose(be, grids, sh.sizes))
-        g = next(x for x in grids if x.choice is chosen or x.choice == chosen)
+        g = next(x for x in grids if x.choice == chosen)
     sh.choice = g.choice
     broadcast, upos, vpos, rc, cc, kc = g.broadcast, g.upos, g.vpos, g.rc, g.cc, g.kc
     halves = C.split_outer(plan) if len(kc) > 2 else None
