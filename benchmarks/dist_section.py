@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from lafuse.runtime.dask.cluster import workers
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -743,7 +745,7 @@ def run_section(quick: bool = True, only: set[str] | None = None, sizes: tuple[s
         cluster = Cluster(worker_memory, tmp)
         client = cluster.client
         section["memory_limit_bytes"] = int(sum(x["memory_limit"]
-                                                for x in client.scheduler_info()["workers"].values()))
+                                                for x in workers(client).values()))
         try:
             for w, size in todo:
                 t_row = time.perf_counter()

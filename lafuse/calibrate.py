@@ -306,7 +306,9 @@ def worker_transfer(client: Any, runs: int = 3, mib: int = 64) -> float:
     included, ~2 ms beside ~50 ms of transfer here)."""
     from distributed import wait  # deferred: distributed, only when measuring a cluster
 
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    from lafuse.runtime.dask import cluster  # deferred: see distributed
+
+    workers = sorted(cluster.workers(client))
     if len(workers) < 2:
         raise ValueError(f"measuring a transfer between workers needs two, the cluster has {len(workers)}")
     a, b = workers[:2]

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lafuse.runtime.dask import cluster
+
 psutil = pytest.importorskip("psutil")  # (a dependency of distributed)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +150,7 @@ def test_a_worker_killed_mid_script_leaves_the_result_as_it_was():
         printed = [float(x) for x in "".join(out.lines).split()]
         assert len(printed) == 8
         deadline = time.monotonic() + 60  # the nanny's new worker joins (no timing asserted: a bound)
-        while time.monotonic() < deadline and len(probe.scheduler_info()["workers"]) < 2:
+        while time.monotonic() < deadline and len(cluster.workers(probe)) < 2:
             time.sleep(0.2)
         now = set(probe.run(os.getpid).values())
         assert len(now) == 2 and killed["pid"] not in now
@@ -196,7 +198,7 @@ def test_workers_that_cannot_start_within_their_memory_are_a_located_error(monke
     from lafuse import config as cfgmod
     from lafuse.compiler import run_dml
     from lafuse.errors import DMLRuntimeError
-    from lafuse.runtime.dask import backend, cluster
+    from lafuse.runtime.dask import backend
 
     monkeypatch.setattr(backend, "STALL_SECONDS", 3.0)
     before = {p.pid for p in multiprocessing.active_children()}

@@ -26,7 +26,7 @@ from lafuse import config as cfgmod
 from lafuse.compiler import run_dml
 from lafuse.plan import fusedstrategy
 from lafuse.runtime.dask import blocks as B
-from lafuse.runtime.dask import fused_outer
+from lafuse.runtime.dask import cluster, fused_outer
 from lafuse.runtime.dask.backend import DaskBackend
 from lafuse.runtime.dask.matrix import Blocked
 from tests.on_dask import common
@@ -67,7 +67,7 @@ def five(dask_cluster):
             c.amm.start()
             dask_cluster.scale(2)
             for _ in range(600):
-                if len(c.scheduler_info(n_workers=-1)["workers"]) == 2:
+                if len(cluster.workers(c)) == 2:
                     break
                 c.sync(lambda: __import__("asyncio").sleep(0.05))
 
@@ -129,7 +129,7 @@ def test_one_task_per_worker_moves_the_papers_bytes(five, local, monkeypatch, pq
     cfg = _cfg(five, stats=True)
     be = DaskBackend(cfg)
     client = be.client()
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(cluster.workers(client))
     holder, others = workers[0], workers[1:]
     call = _captured(five, monkeypatch)[0]  # o1: sum(S * log(U %*% t(V) + 1e-15))
     plan, _, acc, main, args, _ = call
@@ -164,7 +164,7 @@ def test_any_placement_moves_the_worker_level_models_bytes(five, local, monkeypa
     cfg = _cfg(five, stats=True)
     be = DaskBackend(cfg)
     client = be.client()
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(cluster.workers(client))
     calls = _captured(five, monkeypatch)
     name, call = rng.choice(list(zip(OUTPUTS, calls)))
     plan, _, acc, main, args, _ = call
@@ -218,7 +218,7 @@ def test_the_point_or_corner_that_moves_fewer_bytes_runs(five, monkeypatch, scri
     corner, and the result is the same."""
     be = DaskBackend(_cfg(five, stats=True))
     client = be.client()
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(cluster.workers(client))
     call = _captured(five, monkeypatch, script, ("o1",))[0]
     plan, ref, acc, main, args, _ = call
     pos = {a: p for p, a in acc.items()}
@@ -260,7 +260,7 @@ def test_default_placement_follows_the_operator(five, monkeypatch):
     rng = random.Random(3)
     be = DaskBackend(_cfg(five))
     client = be.client()
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(cluster.workers(client))
     plan, ref, acc, main, args, _ = _captured(five, monkeypatch)[0]
     args = _moved_to(client, args, lambda pos, i, j: rng.choice(workers))
     main = args[next(p for p, a in acc.items() if a == "main")]
@@ -291,7 +291,7 @@ def test_a_loop_pastes_its_pieces_once(five, local, monkeypatch):
 
     be = DaskBackend(_cfg(five, stats=True))
     client = be.client()
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(cluster.workers(client))
     call = _captured(five, monkeypatch)[0]
     plan, ref, acc, main, args, _ = call
     args = _moved_to(client, args, lambda pos, i, j: workers[(i + j) % len(workers)])

@@ -283,7 +283,7 @@ class DaskBackend:
             self._kept_bytes[worker] -= nbytes
 
     def _workers(self) -> dict[str, Any]:
-        return dict(self.client().scheduler_info(n_workers=-1)["workers"])
+        return cluster.workers(self.client())
 
     def workers_memory(self) -> tuple[int, float]:
         """The cluster's workers and the smallest memory limit among them in bytes (0: unlimited)."""
@@ -384,7 +384,7 @@ class DaskBackend:
 
     def _memory_setting(self, c: Any) -> str:
         """What the user raises, and where it stands."""
-        limits = {w.get("memory_limit") for w in monitor.safe(lambda: c.scheduler_info()["workers"], {}).values()}
+        limits = {w.get("memory_limit") for w in monitor.safe(lambda: cluster.workers(c), {}).values()}
         each = _size(next(iter(limits))) if len(limits) == 1 and None not in limits else ""
         if self.cfg.scheduler:
             return ("start the workers with a larger memory limit (dask worker --memory-limit"

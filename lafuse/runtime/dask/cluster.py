@@ -64,6 +64,15 @@ def client(cfg: Config) -> Any:
         return c
 
 
+def workers(c: Any) -> dict[str, Any]:
+    """The scheduler's record of every worker of ``c``'s cluster, asked for now.
+
+    Not ``Client.scheduler_info()``: that fetches the identity and then returns the client's cached
+    copy, which the client's periodic refresh (every 2 s, asking for no workers) may overwrite in
+    between — a five-worker cluster then reads as none."""
+    return dict(c.sync(c.scheduler.identity, n_workers=-1)["workers"])
+
+
 def dask_setup(worker: Any) -> None:
     """Run by each worker process of a LocalCluster started here (a preload): it ignores SIGINT.
     Why: Ctrl-C at a terminal signals the whole process group, workers included; each would die
