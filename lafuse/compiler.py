@@ -132,7 +132,7 @@ class Compiler:
             blocks = rewrite.rewrite_blocks(blocks, self.cfg, self.evaluate)
             for b in iter_blocks(blocks):
                 for d in block_dags(b):
-                    rewrite.rewrite_dag(d, self.cfg, dynamic=True, evaluate=self.evaluate)
+                    rewrite.rewrite_dag(d, self.cfg, dynamic=True, evaluate=self.evaluate, cost=self.dag_cost)
         return blocks
 
     def _sizes(self, blocks: list, weight: float) -> None:
@@ -151,9 +151,18 @@ class Compiler:
 
     def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
         if self.cfg.rewrites:
-            rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known, evaluate=self.evaluate)
+            rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known, evaluate=self.evaluate,
+                                cost=self.dag_cost)
         for h in dag.hops():
             sizes.infer(h, known)
+
+    def dag_cost(self, dag: Dag) -> float:
+        """A DAG's cost with fusion (fusion.optimizer.dag_cost), for the sum-product rewrite's choice."""
+        from lafuse.fusion.optimizer import (
+            dag_cost,  # deferred: the cost model, only for a sum-product choice
+        )
+
+        return dag_cost(dag, self.cfg)
 
     def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
         """The plan of ``dag`` (plan_dag), bound to its backends' code (runtime.bind)."""

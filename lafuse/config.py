@@ -18,6 +18,9 @@ class Config:
     # rewrites
     rewrites: bool = True  # master switch of HOP rewrites
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
+    # sum-product optimization (paper 001 §3, rewrite.sumproduct): aggregation/selection push-down, join
+    # elimination and ordering chosen by cost with fusion; off: those expressions stay as written
+    sum_product: bool = True
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
     # auto | local | dask: where operators run (plan.exectype): auto sends an operator whose memory need

@@ -86,6 +86,32 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     return new, memo
 
 
+def dag_cost(dag: Dag, cfg: Any, prof: HardwareProfile | None = None,
+             hints: dict[str, float] | None = None) -> float:
+    """What ``dag`` costs as fusion would plan it (Eq. 4 over its fused and basic operators), without
+    compiling anything or counting a compile: how the sum-product rewrite weighs its alternatives
+    (paper 001 §3.3: "alternative plans are passed to operator fusion for costing without code
+    generation"). Without codegen, the operators' unfused costs."""
+    from lafuse.cost.profile import load  # deferred: as fusion.optimize
+    from lafuse.fusion.select import partitions, plan_cost
+
+    prof = prof or load()
+    new = copy_dag(dag)
+    order = new.hops()
+    _mark_read_through(new, order, cfg.mmchain)
+    with nnz_memo():
+        memo = explore(new.roots, dominance=cfg.fusion != "cost") if cfg.codegen else None
+        if memo is None or not memo.groups:
+            return unfused_cost(order, prof, hints)
+        ctx = Context(memo, new.roots, order, prof, hints=hints, peak=intermediate_peak)
+        cuts = SELECTORS[cfg.fusion]().select(ctx)
+        plan = build_plan(memo, new.roots, order, cuts, protect_outer=cfg.fusion != "cost")
+        parts = partitions(memo)
+        fused = set().union(*parts)
+        return (sum(plan_cost(plan, p, prof, hints=hints, memo=ctx.costs) for p in parts)
+                + unfused_cost([h for h in order if h.id not in fused], prof, hints))
+
+
 def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) -> tuple[Dag, MemoTable]:
     """An earlier run's decision with fused operators (feedback.decisions): its materialization cuts,
     recorded by position in the DAG's order, applied to a fresh exploration of the same DAG; the

@@ -24,6 +24,9 @@ class Dag:
     roots: list[Hop] = field(default_factory=list)
     # canonical hashes of the fusion candidates the optimizer weighed for it (feedback.observed)
     candidates: tuple[str, ...] = ()
+    # the sum-product regions planned on this DAG (rewrite.sumproduct.rule.canonical): a later round,
+    # or rewrite, does not cost them again
+    planned: set[tuple] = field(default_factory=set, compare=False, repr=False)
 
     def hops(self) -> list[Hop]:
         return walk(self.roots)

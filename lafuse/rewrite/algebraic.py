@@ -9,8 +9,6 @@ subexpressions only fire when at most one of them is impure (nondeterministic or
 
 from __future__ import annotations
 
-import math
-
 from lafuse.hops.hop import BOOLEAN, DOUBLE, INT, MATRIX, SCALAR, Hop
 from lafuse.rewrite.core import NUMERIC_VT, Ctx, num_literal, rule, same_dims
 
@@ -199,65 +197,6 @@ def pow2_to_mult(h: Hop, ctx: Ctx) -> Hop | None:
     return None
 
 
-@rule("pushdown_sum_scalar_mult", kinds=("agg_unary",))
-def pushdown_sum_scalar_mult(h: Hop, ctx: Ctx) -> Hop | None:
-    """``sum(λ * X)`` -> ``λ * sum(X)`` (and ``sum(X * λ)`` -> ``sum(X) * λ``) for a finite literal λ.
-
-    One scalar multiply instead of a matrix one. Only for a literal λ: with λ = Inf, ``sum(Inf*X)`` is
-    NaN when X holds a 0 but ``Inf*sum(X)`` is not, so a run-time λ could change results.
-    Needs ``λ * X`` to have no other use.
-    """
-    if not _is(h, "agg_unary", "sum", 1) or h.dt != SCALAR:
-        return None
-    m = h.inputs[0]
-    if not _is(m, "binary", "*", 2) or m.dt != MATRIX or not ctx.single_use(m):
-        return None
-    a, b = m.inputs
-    for lam, x, left in ((a, b, True), (b, a, False)):
-        v = num_literal(lam)
-        if v is not None and math.isfinite(v) and x.dt == MATRIX:
-            s = ctx.agg("sum", x, h)
-            s.params = dict(h.params)
-            return ctx.binary("*", lam, s, h) if left else ctx.binary("*", s, lam, h)
-    return None
-
-
-@rule("pushdown_sum_binary_plus", phase="dynamic", kinds=("agg_unary",))
-def pushdown_sum_binary_plus(h: Hop, ctx: Ctx) -> Hop | None:
-    """``sum(X + Y)`` -> ``sum(X) + sum(Y)`` and ``sum(X - Y)`` -> ``sum(X) - sum(Y)`` when X and Y have
-    the same known dims (never with broadcasting, where a row or column would count several times)."""
-    if not _is(h, "agg_unary", "sum", 1) or h.dt != SCALAR:
-        return None
-    m = h.inputs[0]
-    if not _is(m, "binary", ("+", "-"), 2) or m.dt != MATRIX or not ctx.single_use(m):
-        return None
-    x, y = m.inputs
-    if x.dt != MATRIX or y.dt != MATRIX or not same_dims(x, y):
-        return None
-    sx, sy = ctx.agg("sum", x, h), ctx.agg("sum", y, h)
-    sx.params, sy.params = dict(h.params), dict(h.params)
-    return ctx.mk(m.op, "binary", [sx, sy], SCALAR, DOUBLE, h)
-
-
-@rule("simplify_trace_matmult", phase="dynamic", kinds=("agg_unary",))
-def simplify_trace_matmult(h: Hop, ctx: Ctx) -> Hop | None:
-    """``trace(X %*% Y)`` -> ``sum(X * t(Y))``: the diagonal of a product without the product
-    (X: n x m, Y: m x n, dims known; ``X %*% Y`` has no other use). Same products, same NaN/Inf."""
-    if not _is(h, "agg_unary", "trace", 1) or h.dt != SCALAR:
-        return None
-    mm = h.inputs[0]
-    if mm.kind != "matmult" or len(mm.inputs) != 2 or not ctx.single_use(mm):
-        return None
-    x, y = mm.inputs
-    if x.dt != MATRIX or y.dt != MATRIX or not (x.dims_known and y.dims_known):
-        return None
-    if x.cols != y.rows or x.rows != y.cols:
-        return None
-    ty = ctx.transpose(y, mm)
-    prod = ctx.mk("*", "binary", [x, ty], MATRIX, DOUBLE, mm)
-    return ctx.mk("sum", "agg_unary", [prod], SCALAR, DOUBLE, h, {"slots": ("target",)})
-
-
 @rule("transpose_matmult_vector", phase="dynamic", kinds=("matmult",))
 def transpose_matmult_vector(h: Hop, ctx: Ctx) -> Hop | None:
     """``t(X) %*% y`` -> ``t(t(y) %*% X)`` for a column vector y: transposes two vectors instead of X.
@@ -359,22 +298,6 @@ def simplify_sum_diag(h: Hop, ctx: Ctx) -> Hop | None:
     return ctx.mk("trace", "agg_unary", [x], SCALAR, DOUBLE, h, {"slots": ("target",)})
 
 
-@rule("simplify_diag_matmult", phase="dynamic", kinds=("reorg",))
-def simplify_diag_matmult(h: Hop, ctx: Ctx) -> Hop | None:
-    """``diag(X %*% Y)`` -> ``rowSums(X * t(Y))``: the diagonal of a square product without the product
-    (X: n x m, Y: m x n known, n > 1; the product has no other use). Same products per cell."""
-    if not _is(h, "reorg", "diag", 1) or h.dt != MATRIX:
-        return None
-    mm = h.inputs[0]
-    if mm.kind != "matmult" or len(mm.inputs) != 2 or not ctx.single_use(mm) or not _square(mm):
-        return None
-    x, y = mm.inputs
-    if not (x.dims_known and y.dims_known) or x.rows != y.cols or x.cols != y.rows or mm.rows == 1:
-        return None
-    prod = ctx.mk("*", "binary", [x, ctx.transpose(y, mm)], MATRIX, DOUBLE, mm)
-    return ctx.mk("rowSums", "agg_unary", [prod], MATRIX, DOUBLE, h, {"slots": ("target",)})
-
-
 @rule("fold_transpose_into_datagen", kinds=("reorg",))
 def fold_transpose_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
     """The transpose of a constant matrix is a constant matrix: ``t(matrix(c, r, k))`` -> ``matrix(c, k, r)``.
@@ -393,15 +316,3 @@ def fold_transpose_into_datagen(h: Hop, ctx: Ctx) -> Hop | None:
     if not all(ctx.pure(x) for x in (ins[ri], ins[ci])):  # they now run in the other order
         return None
     return ctx.mk("matrix", "datagen", ins, MATRIX, DOUBLE, g, g.params)
-
-
-@rule("collapse_nested_sum", kinds=("agg_unary",))
-def collapse_nested_sum(h: Hop, ctx: Ctx) -> Hop | None:
-    """A full sum of row or column sums is the full sum: ``sum(rowSums(X))`` -> ``sum(X)`` and
-    ``sum(colSums(X))`` -> ``sum(X)``. Needs the inner aggregate to have no other use."""
-    if not _is(h, "agg_unary", "sum", 1) or h.dt != SCALAR:
-        return None
-    a = h.inputs[0]
-    if not _is(a, "agg_unary", ("rowSums", "colSums"), 1) or not ctx.single_use(a) or a.inputs[0].dt != MATRIX:
-        return None
-    return ctx.mk("sum", "agg_unary", [a.inputs[0]], SCALAR, DOUBLE, h, h.params)

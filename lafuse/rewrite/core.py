@@ -75,7 +75,8 @@ class Ctx:
     """What a rule may ask about the DAG it runs on: consumers of a HOP, sizes, purity."""
 
     def __init__(self, cfg: Any = None, dynamic: bool = False, known: dict[str, Any] | None = None,
-                 dag: Dag | None = None, evaluate: Callable[[Hop], Any] | None = None):
+                 dag: Dag | None = None, evaluate: Callable[[Hop], Any] | None = None,
+                 cost: Callable[[Dag], float] | None = None):
         self.cfg = cfg
         self.dynamic = dynamic
         self.known = known
@@ -83,6 +84,9 @@ class Ctx:
         # the value a scalar HOP over literals computes, as the runtime computes it (constant folding
         # runs the runtime's kernels; the compiler injects it, so rewrites never import the runtime)
         self.evaluate = evaluate
+        # the cost of a whole DAG with fusion (the compiler injects it: rewrites import no cost model);
+        # the sum-product rule weighs its plans with it
+        self.cost = cost
         self._parents: dict[int, dict[int, Hop]] | None = None  # id -> {consumer id: consumer}
         self._reach: set[int] = set()
         self._roots: set[int] = set()

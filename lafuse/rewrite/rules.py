@@ -15,13 +15,17 @@ Dependencies:
   appear after folding (``X * (3 - 2)``, ``X[1:nrow(X), ]``).
 * ``remove_mult_by_one`` / ``remove_add_zero`` before ``fold_scalar_into_datagen``:
   ``matrix(1, n, m) * 1`` becomes the matrix itself, not a new one.
-* ``remove_double_transpose`` is a cleanup for the transposes that ``simplify_trace_matmult``,
-  ``simplify_diag_matmult``, ``transpose_matmult_vector`` and ``pushdown_transpose_rowcol_agg`` create
-  (``t(t(Y))`` when Y already was a transpose); it fires in the next round.
-* ``collapse_nested_sum`` after ``simplify_diag_matmult``: ``sum(diag(X %*% Y))`` becomes
-  ``sum(rowSums(X * t(Y)))`` and then ``sum(X * t(Y))``.
-* ``optimize_mmchain`` last: it needs the chains as the local rules left them (transposes moved,
-  ``trace``/``diag`` products gone), and its new products must not be split again.
+* ``remove_double_transpose`` is a cleanup for the transposes that ``sum_product``,
+  ``transpose_matmult_vector`` and ``pushdown_transpose_rowcol_agg`` create (``t(t(Y))`` when Y
+  already was a transpose); it fires in the next round.
+* ``optimize_mmchain`` after the local rules: it needs the chains as they left them (transposes
+  moved), and its new products must not be split again.
+* ``sum_product`` last: its plans are costed on the sizes the rules folded and on the DAG they
+  left, the shared chains already ordered (a region reading one is costed with it). It leaves a
+  product chain alone to ``optimize_mmchain`` and does not plan a region again whose sum-product
+  plan and sizes it planned before (a local rule's equivalent form of its output is no new plan).
+  It subsumes the hand-written pattern rules of aggregation push-down (``sum(λ * X)``, ``sum(X + Y)``,
+  ``sum(rowSums(X))``) and selection push-down (``trace(X %*% Y)``, ``diag(X %*% Y)``).
 * Block rules run only in ``rewrite_blocks`` (children first, after the predicate DAGs were rewritten);
   ``remove_empty_blocks`` after the two that can leave empty blocks behind.
 """
@@ -29,12 +33,9 @@ Dependencies:
 from __future__ import annotations
 
 from lafuse.rewrite.algebraic import (
-    collapse_nested_sum,
     fold_scalar_into_datagen,
     fold_transpose_into_datagen,
     pow2_to_mult,
-    pushdown_sum_binary_plus,
-    pushdown_sum_scalar_mult,
     pushdown_transpose_rowcol_agg,
     remove_add_zero,
     remove_double_negation,
@@ -44,9 +45,7 @@ from lafuse.rewrite.algebraic import (
     remove_unnecessary_cast,
     remove_unnecessary_rix,
     remove_unnecessary_rowcol_agg,
-    simplify_diag_matmult,
     simplify_sum_diag,
-    simplify_trace_matmult,
     transpose_matmult_vector,
 )
 from lafuse.rewrite.blocks import remove_constant_branch, remove_empty_blocks, remove_false_while
@@ -54,6 +53,7 @@ from lafuse.rewrite.core import Rule
 from lafuse.rewrite.cse import eliminate_common_subexpressions
 from lafuse.rewrite.folding import fold_constants, fold_sizes
 from lafuse.rewrite.mmchain import optimize_mmchain
+from lafuse.rewrite.sumproduct.rule import sum_product
 
 RULES: tuple[Rule, ...] = (
     # --- DAG: merge duplicates first (exact consumer counts for the rules below)
@@ -73,17 +73,14 @@ RULES: tuple[Rule, ...] = (
     remove_transpose_under_agg,
     pushdown_transpose_rowcol_agg,
     pow2_to_mult,
-    pushdown_sum_scalar_mult,
-    pushdown_sum_binary_plus,  # dynamic (same dims)
-    simplify_trace_matmult,  # dynamic (square product)
     simplify_sum_diag,  # dynamic (square input)
-    simplify_diag_matmult,  # dynamic (square product)
-    collapse_nested_sum,
     transpose_matmult_vector,  # dynamic (cheaper only for known dims)
     fold_scalar_into_datagen,
     fold_transpose_into_datagen,
     # --- DAG: matrix-multiply chains, after the local rules settled
     optimize_mmchain,  # dynamic
+    # --- DAG: sum-product plans, costed with fusion, on the DAG the rules above settled
+    sum_product,  # dynamic
     # --- blocks (rewrite_blocks only)
     remove_constant_branch,
     remove_false_while,

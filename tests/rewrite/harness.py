@@ -194,6 +194,11 @@ def block_counts(prog: Program) -> dict[str, int]:
 
 # the runtime's evaluator of scalar operations over literals, as a compiler hands it to the rewrites
 EVALUATE = partial(evaluate_literals, kernels=KERNELS)
+
+
+def cost(cfg: cfgmod.Config):
+    """The DAG cost with fusion the compiler injects into the rewrites (Ctx.cost) under ``cfg``."""
+    return Compiler(cfg).dag_cost
 _NUM = re.compile(r"^[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|Infinity|NaN|inf|nan)$")
 _INT = re.compile(r"^[-+]?\d+$")
 

@@ -14,7 +14,7 @@ import pytest
 
 from lafuse.config import Config
 from lafuse.rewrite import RULES, RULES_BY_NAME
-from tests.rewrite.harness import EVALUATE, check_facts, compare_outputs, parse_expected, run
+from tests.rewrite.harness import EVALUATE, check_facts, compare_outputs, cost, parse_expected, run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rewrite"
 SCRIPTS = sorted(FIXTURES.glob("*.dml"))
@@ -88,6 +88,6 @@ def test_rewriting_is_a_fixpoint(script: Path):
         before = [h.label() for h in walk(dag.roots)]
         again = copy_dag(dag)
         applied = sum(driver.APPLIED.values())
-        driver.rewrite_dag(again, Config(), dynamic=True, evaluate=EVALUATE)
+        driver.rewrite_dag(again, Config(), dynamic=True, evaluate=EVALUATE, cost=cost(Config()))
         assert sum(driver.APPLIED.values()) == applied, f"a rule fired again on {before}"
         assert [h.label() for h in walk(again.roots)] == before

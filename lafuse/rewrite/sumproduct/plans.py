@@ -1,0 +1,300 @@
+"""Alternative plans of a sum-product plan and their translation out to HOPs (paper 001 §3.2).
+
+A term's factors are joined pairwise in the order of a join tree; every enumerated tree is one
+plan. Before each join, an index that neither the rest of the plan nor the output needs is summed
+out of the operand that alone holds it — the distributive law ``Σ_l w_ij h_jl = w_ij Σ_l h_jl``,
+i.e. aggregation push-down; across a join, an index that only the join needs is summed by it (a
+matrix multiply). The trees are all the unordered binary trees over the factors (join ordering); a
+join whose result would hold three indices has no HOP, so trees needing one are dropped. For
+``sum(W %*% H)`` this finds ``sum(t(colSums(W)) * rowSums(H))``; for ``(X %*% Y) %*% v`` it finds
+``X %*% (Y %*% v)``.
+
+Values: the rewritten plans form the same products and sums in another order and grouping, as a
+reordered matrix-multiply chain does. They equal the original for finite values and propagate NaN
+alike; a ±Inf input can make a rewritten plan ±Inf where the original formed ``Inf * 0`` (NaN): the
+original multiplied an Inf by every cell of a row that held a 0, the rewritten one multiplies it by
+the row's sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
+from lafuse.rewrite.core import Ctx
+from lafuse.rewrite.sumproduct.ir import Index, Keep, Region, Term
+
+MAX_TREE_FACTORS = 6  # (2n-3)!! trees: 945 at 6; a longer product keeps its written order only
+
+
+@dataclass(frozen=True)
+class T:
+    """A relation while a plan is translated out: its HOP and the indices of its (row, col)."""
+
+    hop: Hop
+    row: Index
+    col: Index
+
+    @property
+    def ind(self) -> set[str]:
+        return {i for i in (self.row, self.col) if i is not None}
+
+
+def trees(n: int) -> Iterator[object]:
+    """Every unordered binary tree over leaves 0..n-1 (a leaf is its int, a join a pair)."""
+
+    def rec(items: tuple[int, ...]) -> Iterator[object]:
+        if len(items) == 1:
+            yield items[0]
+            return
+        first, rest = items[0], items[1:]  # (first stays left: each unordered split once)
+        for k in range(1, len(rest) + 1):
+            for right in itertools.combinations(rest, k):
+                left = (first,) + tuple(x for x in rest if x not in right)
+                for a in rec(left):
+                    for b in rec(right):
+                        yield (a, b)
+
+    yield from rec(tuple(range(n)))
+
+
+def leaves(tree: object) -> list[int]:
+    if isinstance(tree, int):
+        return [tree]
+    assert isinstance(tree, tuple)
+    return [x for t in tree for x in leaves(t)]
+
+
+def same_tree(a: object, b: object) -> bool:
+    """Equal as unordered trees."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    assert isinstance(a, tuple) and isinstance(b, tuple)
+    return (same_tree(a[0], b[0]) and same_tree(a[1], b[1])) or (same_tree(a[0], b[1]) and same_tree(a[1], b[0]))
+
+
+class Out:
+    """Builds the HOPs of one plan."""
+
+    def __init__(self, ctx: Ctx, like: Hop, extents: dict[str, int], push: bool = True) -> None:
+        self.ctx = ctx
+        self.like = like
+        self.extents = extents
+        # sum an index out before a join where it can (aggregation push-down), or after the join
+        # where that keeps the join element-wise (one fusible pass: sum(X * v), not sum(rowSums(X) * v))
+        self.push = push
+        self.pushed = False  # an aggregation ran below a join
+
+    def mk(self, op: str, kind: str, ins: list[Hop], dt: str = MATRIX) -> Hop:
+        params = {"slots": ("target",)} if kind in ("agg_unary", "reorg") else None
+        return self.ctx.mk(op, kind, ins, dt, DOUBLE, self.like, params)
+
+    def agg(self, t: T, drop: set[str]) -> T:
+        drop = drop & t.ind
+        if not drop:
+            return t
+        if drop == t.ind:
+            return T(self.mk("sum", "agg_unary", [t.hop], SCALAR), None, None)
+        if t.row in drop:
+            return T(self.mk("colSums", "agg_unary", [t.hop]), None, t.col)
+        return T(self.mk("rowSums", "agg_unary", [t.hop]), t.row, None)
+
+    def orient(self, t: T, row: Index, col: Index) -> T:
+        """``t`` as a (row, col) relation, transposed if it is the other way round."""
+        if (t.row, t.col) == (row, col):
+            return t
+        assert (t.row, t.col) == (col, row), (t, row, col)
+        return T(self.mk("t", "reorg", [t.hop]), row, col)
+
+    def diag_read(self, t: T) -> T:
+        """A factor read on its diagonal (row == col): ``diag(X)`` as a column vector."""
+        if t.row is not None and t.row == t.col:
+            return T(self.mk("diag", "reorg", [t.hop]), t.row, None)
+        return t
+
+    def join(self, a: T, b: T, needed: set[str]) -> T | None:
+        """``a * b`` joined on their common indices, the ones ``needed`` does not name summed."""
+        if not self.push and len(a.ind | b.ind) <= 2:
+            return self.agg(self.elementwise(a, b), (a.ind | b.ind) - needed)
+        if (a.ind ^ b.ind) - needed:
+            self.pushed = True
+        a = self.agg(a, a.ind - b.ind - needed)
+        b = self.agg(b, b.ind - a.ind - needed)
+        summed = (a.ind & b.ind) - needed
+        union = a.ind | b.ind
+        if len(union - summed) > 2:
+            return None
+        if len(summed) == 1 and len(union) > len(a.ind & b.ind):
+            (k,) = summed
+            x: Index = next(iter(a.ind - {k}), None)
+            y: Index = next(iter(b.ind - {k}), None)
+            if x is None or y is None or x != y:
+                left, right = self.orient(a, x, k), self.orient(b, k, y)
+                return T(self.mk("%*%", "matmult", [left.hop, right.hop]), x, y)
+        if len(union) > 2:
+            return None
+        return self.agg(self.elementwise(a, b), summed)
+
+    def elementwise(self, a: T, b: T) -> T:
+        """``a * b`` over the union of their indices (<= 2), a vector broadcast over a matrix."""
+        if len(b.ind) > len(a.ind):
+            a, b = b, a
+        if not b.ind:
+            return T(self.mk("*", "binary", [a.hop, b.hop], a.hop.dt), a.row, a.col)
+        if len(a.ind) == 1 and b.ind != a.ind:  # outer product of two vectors
+            (x,), (y,) = a.ind, b.ind
+            return T(self.mk("%*%", "matmult", [self.orient(a, x, None).hop, self.orient(b, None, y).hop]), x, y)
+        if a.ind == b.ind:
+            b = self.orient(b, a.row, a.col)
+        else:
+            (i,) = b.ind
+            b = self.orient(b, i, None) if i == a.row else self.orient(b, None, i)
+        return T(self.mk("*", "binary", [a.hop, b.hop]), a.row, a.col)
+
+    def finish(self, t: T, keep: Keep) -> T | None:
+        """``t`` as the plan's output: summed down to ``keep``, oriented, a 1x1 product as a scalar."""
+        t = self.agg(t, t.ind - set(keep))
+        if keep[0] is not None and keep[0] == keep[1]:  # diag(v): a diagonal matrix out
+            if t.ind != {keep[0]}:
+                return None
+            v = self.orient(t, keep[0], None)
+            return T(self.mk("diag", "reorg", [v.hop]), keep[0], keep[0])
+        if t.ind != {i for i in keep if i is not None}:
+            return None  # an output index no factor holds: a broadcast this plan cannot express
+        if keep == (None, None) and t.hop.dt != self.like.dt:
+            if t.hop.dt == SCALAR:  # a 1 x 1 matrix out: as written
+                return None
+            return T(self.mk("sum", "agg_unary", [t.hop], SCALAR), None, None)
+        return self.orient(t, *keep)
+
+    def scale(self, t: T, scalars: list[Hop], coef: float) -> T:
+        for s in scalars:
+            t = T(self.mk("*", "binary", [t.hop, s], t.hop.dt), t.row, t.col)
+        if coef != 1.0:
+            lit = self.ctx.lit(int(coef) if float(coef).is_integer() and abs(coef) < 2**53 else coef, self.like)
+            t = T(self.mk("*", "binary", [t.hop, lit], t.hop.dt), t.row, t.col)
+        return t
+
+
+def term_hop(out: Out, term: Term, tree: object) -> T | None:
+    """The HOPs of ``term`` joined in the order of ``tree`` (over its non-scalar factors)."""
+    rel = [out.diag_read(T(f.hop, f.row, f.col)) for f in term.factors if f.indices]
+    scalars = [f.hop for f in term.factors if not f.indices]
+    if not rel:
+        if any(i is not None for i in term.keep) or out.like.dt == MATRIX:
+            return None
+        lit = out.ctx.lit(term.coef, out.like)
+        return out.scale(T(scalars[0], None, None), scalars[1:], term.coef) if scalars else T(lit, None, None)
+    # a run-time scalar multiplies a relation before anything is summed, as written: sum(λ * X) and
+    # λ * sum(X) differ for λ = Inf and a zero in X; only finite literals (the coefficient) move
+    rel[0] = out.scale(rel[0], scalars, 1.0)
+    keep = {i for i in term.keep if i is not None}
+
+    def rec(node: object, rest: set[str]) -> T | None:
+        if isinstance(node, int):
+            return rel[node]
+        assert isinstance(node, tuple)
+        lhs, rhs = node
+        ri = {i for k in leaves(rhs) for i in rel[k].ind}
+        li = {i for k in leaves(lhs) for i in rel[k].ind}
+        a = rec(lhs, rest | ri)
+        b = rec(rhs, rest | li) if a is not None else None
+        if a is None or b is None:
+            return None
+        return out.join(a, b, rest)
+
+    got = rec(tree, keep)
+    if got is None:
+        return None
+    fin = out.finish(got, term.keep)
+    return None if fin is None else out.scale(fin, [], term.coef)
+
+
+@dataclass
+class Plan:
+    """One alternative: its root HOP, its estimated work, and the rewrites it applies."""
+
+    hop: Hop
+    work: float
+    rewrites: tuple[str, ...]
+
+
+def op_work(h: Hop) -> float:
+    """Cells an operator touches (a matrix multiply: its multiply-adds): the plans' first ranking,
+    before the cost model (Ctx.cost) weighs the few best with fusion."""
+    def cells(x: Hop) -> float:
+        return float(max(x.rows, 1) * max(x.cols, 1)) if x.dt == MATRIX else 1.0
+
+    if h.kind == "matmult":
+        a, b = h.inputs
+        return cells(a) * float(max(b.cols, 1))
+    return max([cells(h)] + [cells(x) for x in h.inputs if h.kind != "rix"])
+
+
+def work(root: Hop, mark: int) -> float:
+    """op_work summed over the HOPs under ``root`` created after id ``mark`` (a plan's own)."""
+    return sum(op_work(h) for h in walk([root]) if h.id > mark and not h.is_literal)
+
+
+def structure(h: Hop, mark: int) -> object:
+    """A plan's HOPs as a nested tuple (HOPs from before ``mark`` by id): equal plans, equal keys."""
+    if h.id <= mark:
+        return h.id
+    return (h.op, h.value if h.is_literal else None, tuple(structure(x, mark) for x in h.inputs))
+
+
+def alternatives(region: Region, ctx: Ctx, mark: int, limit: int = 4) -> list[Plan]:
+    """Up to ``limit`` plans of the region, the least work first: per term, its join trees ranked by
+    work; plan k takes each term's k-th tree. ``mark``: the largest HOP id before translation."""
+    per_term: list[list[tuple[float, object, bool, Out, T]]] = []
+    for _, term in region.plan.terms:
+        n = sum(1 for f in term.factors if f.indices)
+        candidates = list(trees(n)) if 0 < n <= MAX_TREE_FACTORS else [term.tree if term.tree is not None else 0]
+        ranked = []
+        distinct: set[object] = set()
+        for tree in candidates:
+            for push in (True, False) if n > 1 else (True,):
+                out = Out(ctx, region.root, region.extents, push)
+                got = term_hop(out, term, tree if n else 0)
+                if got is not None and structure(got.hop, mark) not in distinct:
+                    distinct.add(structure(got.hop, mark))
+                    ranked.append((work(got.hop, mark), tree, out.pushed, out, got))
+        if not ranked:
+            return []
+        ranked.sort(key=lambda r: r[0])  # (stable: equal work keeps the enumeration order)
+        per_term.append(ranked)
+    plans: list[Plan] = []
+    seen: set[object] = set()
+    for k in range(limit):
+        picks = [r[min(k, len(r) - 1)] for r in per_term]
+        if k and all(len(r) <= k for r in per_term):
+            break
+        hop = _combine(ctx, region, [p[4].hop for p in picks])
+        key = structure(hop, mark)
+        if key in seen:
+            continue
+        seen.add(key)
+        names = set(region.applied)
+        for (_, term), p in zip(region.plan.terms, picks):
+            if p[2]:
+                names.add("aggregation push-down")
+            if term.tree is not None and not isinstance(term.tree, int) and not same_tree(term.tree, p[1]):
+                names.add("join ordering")
+        plans.append(Plan(hop, work(hop, mark), tuple(sorted(names))))
+    return plans
+
+
+def _combine(ctx: Ctx, region: Region, hops: list[Hop]) -> Hop:
+    """The terms' HOPs added with their signs (a negative first term is subtracted from a later one)."""
+    signed = list(zip((s for s, _ in region.plan.terms), hops))
+    signed.sort(key=lambda p: p[0] < 0)
+    sign, acc = signed[0]
+    like = region.root
+    for s, h in signed[1:]:
+        acc = ctx.mk("+" if s == sign else "-", "binary", [acc, h], acc.dt if acc.dt == MATRIX else h.dt,
+                     DOUBLE, like)
+    if sign < 0:
+        acc = ctx.mk("u-", "unary", [acc], acc.dt, DOUBLE, like)
+    return acc

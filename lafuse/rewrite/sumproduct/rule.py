@@ -1,0 +1,158 @@
+"""The ``sum_product`` rewrite rule: each maximal sum-product region of a DAG, translated into a
+sum-product plan, replaced by the cheapest of its equivalent plans where that is cheaper than the
+region as written (paper 001 §3.3).
+
+Cheaper is the cost model's word, and the cost is the whole DAG's *with fusion* (``Ctx.cost``, which
+the compiler injects: the fusion optimizer's plan for the DAG, costed without generating code).
+A rewrite that destroys a fusion opportunity loses where the fused plan of the original is cheaper:
+``sum(W %*% H)`` beside ``sum(X * log(W %*% H + eps))`` keeps the shared product only when fusing
+the second with it pays. Without an injected cost (a rewrite outside the compiler) the plans' own
+work estimate decides. Config ``sum_product`` (and ``disabled_rules``) switches the rule off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lafuse.hops.hop import Hop, walk
+from lafuse.hops.program import Dag
+from lafuse.rewrite.core import Ctx, is_impure, rule
+from lafuse.rewrite.sumproduct.ir import Region, is_sp_op, translate
+from lafuse.rewrite.sumproduct.plans import Plan, alternatives, op_work, structure
+
+MIN_GAIN = 1e-6  # relative: a plan must be cheaper by more than this (no churn between equals)
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What ``--explain`` reports of one applied sum-product rewrite."""
+
+    line: int
+    col: int
+    rewrites: tuple[str, ...]
+    before: float  # cost of the DAG as written (s, or work units without a cost model)
+    after: float
+    unit: str
+    written: str
+    chosen: str
+
+
+# the sum-product rewrites applied in this process, newest last (explain prints them; the driver
+# does not keep rule-specific records)
+FIRED: list[Fired] = []
+
+
+def describe(h: Hop, depth: int = 6) -> str:
+    """A HOP expression as DML-like text (leaves by variable name or op), for --explain."""
+    if h.is_literal:
+        return repr(h.value) if not isinstance(h.value, float) else f"{h.value:g}"
+    if h.op == "tread" or h.kind == "data":
+        return h.name or h.op
+    if depth == 0 or not h.inputs:
+        return h.name or h.op
+    args = [describe(i, depth - 1) for i in h.inputs]
+    if h.kind == "binary" and len(args) == 2:
+        return f"({args[0]} {h.op} {args[1]})"
+    if h.kind == "matmult":
+        return f"({args[0]} %*% {args[1]})"
+    if h.kind == "unary" and h.op == "u-":
+        return f"-{args[0]}"
+    if h.kind == "rix":
+        return f"{args[0]}[{args[1]}:{args[2]}, {args[3]}:{args[4]}]"
+    if h.kind == "datagen":
+        return f"{h.op}(...)"
+    return f"{h.op}({', '.join(args)})"
+
+
+def _swap(ctx: Ctx, dag: Dag, old: Hop, new: Hop, cost: Callable[[Dag], float]) -> float:
+    """The DAG's cost with ``new`` in place of ``old`` (then put back)."""
+    ctx.replace(old, new)
+    try:
+        return cost(dag)
+    finally:
+        ctx.replace(new, old)
+
+
+@rule("sum_product", scope="dag", phase="dynamic")
+def sum_product(dag: Dag, ctx: Ctx) -> bool:
+    """Sum-product regions replaced by their cheapest equivalent plan (paper 001 §3).
+
+    ``sum(W %*% H)`` -> ``sum(t(colSums(W)) * rowSums(H))``; ``(X %*% Y) %*% v`` -> ``X %*% (Y %*% v)``;
+    ``trace(X %*% Y)`` -> ``sum(X * t(Y))``; ``diag(v) %*% X`` -> ``v * X``; ``X * (X != 0)`` -> ``X``;
+    ``P = X %*% Y; P[1:2, ]`` -> ``X[1:2, ] %*% Y`` (P single-use).
+    """
+    if ctx.cfg is not None and not getattr(ctx.cfg, "sum_product", True):
+        return False
+    changed = False
+    # region roots bottom-up: a shared subexpression is planned before the regions that read it
+    for h in walk(dag.roots):
+        if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h):
+            continue
+        mark = Hop("mark", "mark").id  # (HOP ids grow: a plan's own HOPs are the ones above it)
+        regions = [r for r in (translate(h, ctx, False), translate(h, ctx, True)) if r is not None]
+        # (a product chain alone is optimize_mmchain's: its DP takes any length)
+        regions = [r for r in regions if not all(x.kind == "matmult" or (x.kind, x.op) == ("reorg", "t")
+                                                 for x in r.absorbed)]
+        key = tuple(canonical(r, mark) for r in regions)
+        if not regions or key in dag.planned:
+            continue
+        dag.planned.add(key)
+        plans = list({structure(p.hop, mark): p for r in regions[::-1] for p in alternatives(r, ctx, mark)}.values())
+        written = sum(op_work(x) for x in regions[0].absorbed)
+        if not plans:
+            continue
+        best = _choose(ctx, dag, h, plans, written)
+        if best is None:
+            continue
+        plan, before, after, unit = best
+        ctx.replace(h, plan.hop)
+        FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("aggregation push-down",), before, after,
+                           unit, describe(h), describe(plan.hop)))
+        changed = True
+    return changed
+
+
+def _inner(ctx: Ctx, h: Hop) -> bool:
+    """``h`` is part of the region of its only consumer (not a region root)."""
+    if not ctx.single_use(h):
+        return False
+    p = ctx.parents(h)[0]
+    return is_sp_op(p) and not is_impure(p)
+
+
+def _leaf_key(h: Hop, mark: int) -> object:
+    """A factor's HOP by id; a slice the translation made (ids above ``mark``) by its input and bounds."""
+    if h.id > mark and h.kind == "rix":
+        return ("rix", _leaf_key(h.inputs[0], mark), tuple(x.value for x in h.inputs[1:]))
+    return h.id
+
+
+def canonical(region: Region, mark: int) -> tuple:
+    """The region's sum-product plan with its indices named by first appearance and their extents:
+    two regions with equal keys are the same sum-product expression over the same inputs (whatever
+    HOPs express it: a local rule's equivalent form of a plan this rule chose is not planned again)."""
+    out = []
+    for sign, t in region.plan.terms:
+        fs = sorted(t.factors, key=lambda f: repr(_leaf_key(f.hop, mark)))
+        names: dict[str, str] = {}
+        for i in [*t.keep, *(x for f in fs for x in (f.row, f.col))]:
+            if i is not None and i not in names:
+                names[i] = f"{len(names)}:{region.extents[i]}"
+        n: dict[str | None, str | None] = {None: None}
+        n.update(names)
+        out.append((sign, t.coef, tuple(n[i] for i in t.keep),
+                    tuple((repr(_leaf_key(f.hop, mark)), n[f.row], n[f.col]) for f in fs)))
+    return (region.root.dt, tuple(out))
+
+
+def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[Plan], written: float
+            ) -> tuple[Plan, float, float, str] | None:
+    cost = getattr(ctx, "cost", None)
+    if cost is None:
+        best = min(plans, key=lambda p: p.work)
+        return (best, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
+    before = cost(dag)
+    scored = [(_swap(ctx, dag, h, p.hop, cost), k, p) for k, p in enumerate(plans)]
+    after, _, best = min(scored, key=lambda s: (s[0], s[1]))
+    return (best, before, after, "s") if after < before * (1 - MIN_GAIN) else None
