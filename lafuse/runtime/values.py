@@ -151,7 +151,9 @@ def as_matrix_value(a: Any, what: str = "input") -> Matrix:
         arr = arr.reshape(1, 1)
     elif arr.ndim == 1:
         arr = arr.reshape(-1, 1)
-    return arr
+    # (in the format the compiler predicts from its non-zeros, as a value read from a file: an
+    # all-zero array is CSR, whose structural zeros are the ones a product skips)
+    return choose_format(arr)
 
 
 def as_input_value(v: Any, what: str = "input") -> Any:

@@ -81,7 +81,11 @@ class Sum:
         return self.terms[0][1].keep
 
     def single(self) -> Term | None:
-        return self.terms[0][1] if len(self.terms) == 1 and self.terms[0][0] == 1.0 else None
+        """The one term, its sign in the coefficient (None for a sum of several)."""
+        if len(self.terms) != 1:
+            return None
+        sign, t = self.terms[0]
+        return t if sign == 1.0 else replace(t, coef=sign * t.coef)
 
 
 @dataclass
@@ -147,8 +151,11 @@ class _In:
     def sp(self, h: Hop) -> Sum | None:
         if not self.absorbs(h):
             return self.constant(h) or self.leaf(h)
+        n, applied = len(self.region.absorbed), set(self.region.applied)
         got = self._op(h)
-        if got is None:
+        if got is None:  # (what its inputs absorbed is not absorbed after all)
+            del self.region.absorbed[n:]
+            self.region.applied = applied
             return self.leaf(h) if h is not self.root else None
         self.region.absorbed.append(h)
         return got

@@ -238,11 +238,17 @@ def work(root: Hop, mark: int) -> float:
     return sum(op_work(h) for h in walk([root]) if h.id > mark and not h.is_literal)
 
 
-def structure(h: Hop, mark: int) -> object:
-    """A plan's HOPs as a nested tuple (HOPs from before ``mark`` by id): equal plans, equal keys."""
-    if h.id <= mark:
+def structure(h: Hop, mark: int, inside: frozenset[int] = frozenset()) -> object:
+    """A plan's HOPs as a nested tuple: equal plans, equal keys. HOPs from before ``mark`` are leaves
+    by id, except the ones ``inside`` (a written region's own, to compare it with its plans)."""
+    if h.is_literal:
+        return ("lit", h.value)
+    if h.id <= mark and h.id not in inside:
         return h.id
-    return (h.op, h.value if h.is_literal else None, tuple(structure(x, mark) for x in h.inputs))
+    keys = [structure(x, mark, inside) for x in h.inputs]
+    if h.op in ("*", "+") and h.kind == "binary":  # (commutative: X * v is v * X)
+        keys.sort(key=repr)
+    return (h.op, tuple(keys))
 
 
 def alternatives(region: Region, ctx: Ctx, mark: int, limit: int = 4) -> list[Plan]:

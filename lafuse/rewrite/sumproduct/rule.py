@@ -41,6 +41,11 @@ class Fired:
 # the sum-product rewrites applied in this process, newest last (explain prints them; the driver
 # does not keep rule-specific records)
 FIRED: list[Fired] = []
+# region (canonical plans, sharing, policy) -> the plan chosen (its position among the alternatives,
+# the costs) or None: dynamic recompilation replans a loop body's DAG at every size change, and
+# most of its recompilations see sizes seen before
+DECIDED: dict[tuple, tuple[int, float, float, str] | None] = {}
+MAX_DECIDED = 4096
 
 
 def describe(h: Hop, depth: int = 6) -> str:
@@ -98,14 +103,34 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         if not regions or key in dag.planned:
             continue
         dag.planned.add(key)
-        plans = list({structure(p.hop, mark): p for r in regions[::-1] for p in alternatives(r, ctx, mark)}.values())
         written = sum(op_work(x) for x in regions[0].absorbed)
+        # a plan doing no less work than its region as written is not costed (fusion makes a plan
+        # cheaper than its work says, never cheaper than the written region fused the same way), nor
+        # is the written region itself, rebuilt
+        same = {structure(h, mark, frozenset(x.id for x in r.absorbed)) for r in regions}
+        found: dict[object, Plan] = {}
+        for r in regions:
+            w = sum(op_work(x) for x in r.absorbed)
+            for p in alternatives(r, ctx, mark):
+                k = structure(p.hop, mark)
+                if p.work < w and k not in same:
+                    found.setdefault(k, p)
+        plans = list(found.values())
         if not plans:
             continue
-        best = _choose(ctx, dag, h, plans, written)
-        if best is None:
+        # a block recompiled with the same sizes repeats its decision (the cost is the same)
+        seen = (key, tuple(ctx.n_consumers(x) for x in regions[-1].absorbed),
+                getattr(ctx.cfg, "codegen", None), getattr(ctx.cfg, "fusion", None), ctx.cost is None)
+        if seen not in DECIDED:
+            if len(DECIDED) >= MAX_DECIDED:
+                DECIDED.clear()
+            best = _choose(ctx, dag, h, plans, written)
+            DECIDED[seen] = None if best is None else (plans.index(best[0]), *best[1:])
+        decided = DECIDED[seen]
+        if decided is None or decided[0] >= len(plans):
             continue
-        plan, before, after, unit = best
+        k, before, after, unit = decided
+        plan = plans[k]
         ctx.replace(h, plan.hop)
         FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("aggregation push-down",), before, after,
                            unit, describe(h), describe(plan.hop)))
