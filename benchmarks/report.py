@@ -546,6 +546,9 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
         distributed_section(doc, report["distributed"])
     if isinstance(report.get("cuboid"), dict):
         cuboid_section(doc, report["cuboid"])
+    sp_rows = [r for r in report.get("sumproduct") or [] if isinstance(r, dict)]
+    if sp_rows:
+        sumproduct_section(doc, sp_rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(doc.lines) + "\n", encoding="utf-8")
 
@@ -558,6 +561,20 @@ def startup_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
     doc.lines += table(["script", "lafuse ms", "import numpy ms", "ratio", "pairs"],
                        [[str(r.get("script")), sig3(r.get("lafuse_median"), 1e3), sig3(r.get("numpy_import_median"), 1e3),
                          sig3(r.get("ratio_median")), count(r.get("runs"))] for r in rows])
+
+
+def sumproduct_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
+    """Sum-product optimization on against off (benchmarks/sumproduct.py, paper 001 §3)."""
+    doc.lines += ["", "## Sum-product optimization on and off", "",
+                  "`benchmarks/sumproduct.py`: each row in one process, config `sum_product` on and off in turn "
+                  "after a warm-up of each, default cost-based fusion, every run compiling its script (the rule's "
+                  "costings included); median seconds, the ratio off / on (above 1: the rewrite pays), the rewrites "
+                  "that fired (paper 001's categories, the written and the chosen expression).", ""]
+    doc.lines += table(["benchmark", "on ms", "off ms", "off / on", "runs", "check", "rewrites"],
+                       [[str(r.get("name")), sig3(r.get("on_s"), 1e3), sig3(r.get("off_s"), 1e3), sig3(r.get("ratio")),
+                         count(r.get("reps")), str(r.get("check")),
+                         "; ".join(str(x).replace("|", "\\|") for x in r.get("rewrites") or []) or "none"]
+                        for r in rows])
 
 
 def _pqr(x: Any) -> str:

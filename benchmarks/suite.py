@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo and not {"startup", "distributed", "cuboid"} & (only or set()):
+    if not todo and not {"startup", "distributed", "cuboid", "sumproduct"} & (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -224,6 +224,14 @@ def main(argv: list[str] | None = None) -> int:
             report["cuboid"] = cuboid_model.measure()
         console.print(f"cuboid search: {report['cuboid']['search']['search_s'] * 1e3:.2f} ms against "
                       f"{report['cuboid']['search']['brute_force_s']:.2f} s brute force")
+    if only is None or "sumproduct" in only:
+        import sumproduct
+
+        with console.status("sum-product optimization on and off") as status:
+            report["sumproduct"] = sumproduct.measure(a.quick, 3 if a.quick else 7,
+                                                      lambda msg: status.update(f"sum-product: {msg}"))
+        for r in report["sumproduct"]:
+            console.print(sumproduct.summary_line(r))
     if not a.no_distributed and (only is None or "distributed" in only):
         import dist_section
 
@@ -252,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"report: {md}")
     failed = [(e["name"], k, s["check"][:60]) for e in report["benchmarks"] for k, s in e["systems"].items()
               if s["check"] not in ("ok", "-")]
+    failed += [(r["name"], "lafuse-sum-product", r["check"]) for r in report.get("sumproduct") or []
+               if r["check"] != "ok"]
     # distributed rows: a wrong lafuse result fails the suite; an error is a finding of the report (the
     # Dask runtime does not implement every operator yet), as is another system's wrong result
     failed += [(r["name"], k, s["check"][:60]) for r in (report.get("distributed") or {}).get("rows", [])

@@ -149,20 +149,21 @@ class Compiler:
             if isinstance(b, GenericBlock):
                 b.requires_recompile = any(h.dt == MATRIX and not h.dims_known for h in b.dag.hops())
 
-    def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
+    def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None,
+                    hints: dict[str, float] | None = None) -> None:
+        """``hints``: the non-zeros of the variables the DAG reads (at recompilation), which the
+        sum-product rule's costs use as fusion's do."""
         if self.cfg.rewrites:
             rewrite.rewrite_dag(dag, self.cfg, dynamic=dynamic, known=known, evaluate=self.evaluate,
-                                cost=self.dag_cost)
+                                cost=self.dag_cost, hints=hints)
         for h in dag.hops():
             sizes.infer(h, known)
 
-    def dag_cost(self, dag: Dag) -> float:
+    def dag_cost(self, dag: Dag, hints: dict[str, float] | None = None) -> float:
         """A DAG's cost with fusion (fusion.optimizer.dag_cost), for the sum-product rewrite's choice."""
-        from lafuse.fusion.optimizer import (
-            dag_cost,  # deferred: the cost model, only for a sum-product choice
-        )
+        from lafuse.fusion import optimizer  # deferred: the cost model, only for a sum-product choice
 
-        return dag_cost(dag, self.cfg)
+        return optimizer.dag_cost(dag, self.cfg, hints=hints)
 
     def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
         """The plan of ``dag`` (plan_dag), bound to its backends' code (runtime.bind)."""

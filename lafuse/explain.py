@@ -94,7 +94,24 @@ def explain_program(prog: Program, mode: str, compiler: Any) -> str:
             continue
         lines.append(f"--FUNCTION {key} [recompile=true]")
         lines += _blocks(fp.blocks, 2, mode, compiler)
-    return "\n".join(lines)
+    return "\n".join(lines + sum_product_report())
+
+
+def sum_product_report() -> list[str]:
+    """The sum-product rewrites the compile applied (rewrite.sumproduct.rule.FIRED), each with the
+    elementary rewrites it took and the DAG's cost before and after (with fusion, in seconds)."""
+    from lafuse.rewrite.sumproduct.rule import FIRED  # deferred: EXPLAIN only
+
+    out, seen = [], set()
+    for f in FIRED:
+        key = (f.line, f.col, f.written, f.chosen)
+        if key in seen:
+            continue
+        seen.add(key)
+        unit = " s" if f.unit == "s" else f" {f.unit}"
+        out.append(f"--line {f.line}:{f.col} {', '.join(f.rewrites)}: {f.written} -> {f.chosen}; "
+                   f"cost {f.before:.4g}{unit} -> {f.after:.4g}{unit}")
+    return ["SUM-PRODUCT REWRITES (paper 001 §3)", *out] if out else []
 
 
 def estimate_text(text: str, path: str = "<string>", nvargs: dict[str, Any] | None = None,

@@ -76,7 +76,7 @@ class Ctx:
 
     def __init__(self, cfg: Any = None, dynamic: bool = False, known: dict[str, Any] | None = None,
                  dag: Dag | None = None, evaluate: Callable[[Hop], Any] | None = None,
-                 cost: Callable[[Dag], float] | None = None):
+                 cost: Callable[..., float] | None = None, hints: dict[str, float] | None = None):
         self.cfg = cfg
         self.dynamic = dynamic
         self.known = known
@@ -84,9 +84,11 @@ class Ctx:
         # the value a scalar HOP over literals computes, as the runtime computes it (constant folding
         # runs the runtime's kernels; the compiler injects it, so rewrites never import the runtime)
         self.evaluate = evaluate
-        # the cost of a whole DAG with fusion (the compiler injects it: rewrites import no cost model);
-        # the sum-product rule weighs its plans with it
+        # the cost of a whole DAG with fusion, ``cost(dag, hints)`` (the compiler injects it: rewrites
+        # import no cost model), with the non-zeros of the variables read where known; the
+        # sum-product rule weighs its plans with it
         self.cost = cost
+        self.hints = hints
         self._parents: dict[int, dict[int, Hop]] | None = None  # id -> {consumer id: consumer}
         self._reach: set[int] = set()
         self._roots: set[int] = set()

@@ -102,18 +102,20 @@ def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> bool:
 
 
 def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any] | None = None,
-                evaluate: Callable[[Hop], Any] | None = None, cost: Callable[[Dag], float] | None = None) -> None:
+                evaluate: Callable[[Hop], Any] | None = None, cost: Callable[..., float] | None = None,
+                hints: dict[str, float] | None = None) -> None:
     """Rewrite ``dag`` in place (its roots and HOPs) with the enabled HOP and DAG rules.
 
     ``dynamic`` also enables the size-dependent rules; ``known`` holds run-time scalar values at
     recompilation, used for sizes only (plans are cached by shapes and size scalars); ``evaluate``:
     the runtime's value of a scalar HOP over literals (Ctx.evaluate), which constant folding needs;
-    ``cost``: a DAG's cost with fusion (Ctx.cost), which the sum-product rule weighs plans with.
+    ``cost``: a DAG's cost with fusion (Ctx.cost), which the sum-product rule weighs plans with, given
+    ``hints``, the non-zeros of the variables the DAG reads where known (at recompilation).
     """
     rules = enabled_rules(cfg, ("hop", "dag"), dynamic)
     if not rules or not dag.roots:
         return
-    ctx = Ctx(cfg, dynamic, known, dag, evaluate, cost)
+    ctx = Ctx(cfg, dynamic, known, dag, evaluate, cost, hints)
     _check(dag, "<input>", ctx)
     for _ in range(MAX_ROUNDS):
         changed = False

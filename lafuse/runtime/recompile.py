@@ -23,7 +23,7 @@ from lafuse.hops.validate import user_size_conflict
 from lafuse.plan import render
 from lafuse.runtime import straight
 from lafuse.runtime.dask.matrix import Blocked, any_matrix
-from lafuse.runtime.values import is_matrix, nnz
+from lafuse.runtime.values import is_matrix, nnz, nnz_estimate
 
 MAX_CACHED_PLANS = 8
 # ops whose scalar inputs determine output sizes
@@ -153,7 +153,8 @@ def recompile_dag(dag: Dag, st: dict[str, Any], compiler: Any, exact_nnz: bool =
         msg = user_size_conflict(h)
         if msg is not None:
             raise DMLRuntimeError(msg, h.span)
-    compiler.rewrite_dag(new, dynamic=True, known=known)
+    hints = {n: nnz_estimate(v) for n in new.reads() if is_matrix(v := st.get(n))}
+    compiler.rewrite_dag(new, dynamic=True, known=known, hints=hints)
     return new
 
 

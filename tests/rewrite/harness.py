@@ -55,8 +55,9 @@ class RecordingCompiler(Compiler):
         super().__init__(*a, **kw)
         self.recompiled: list[Dag] = []
 
-    def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None) -> None:
-        super().rewrite_dag(dag, dynamic=dynamic, known=known)
+    def rewrite_dag(self, dag: Dag, dynamic: bool = False, known: dict[str, Any] | None = None,
+                    hints: dict[str, float] | None = None) -> None:
+        super().rewrite_dag(dag, dynamic=dynamic, known=known, hints=hints)
         if known is not None:
             validate_dag(dag, known)
             self.recompiled.append(dag)

@@ -13,6 +13,7 @@ structural zero of a sparse operand skipping it), as when SystemDS applies them
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +191,20 @@ def _dags(prog) -> list:
     from lafuse.hops.program import GenericBlock, iter_blocks
 
     return [b.dag for b in iter_blocks(prog.blocks) if isinstance(b, GenericBlock)]
+
+
+def test_explain_names_each_rewrite_with_its_costs():
+    from lafuse.explain import explain_program
+
+    text = (Path(__file__).parents[1] / "fixtures" / "rewrite" / "sum_product__selection_pushdown.dml").read_text()
+    R.FIRED.clear()
+    comp = Compiler(Config())
+    lines = explain_program(comp.compile_text(text, "sp.dml"), "hops", comp).splitlines()
+    at = lines.index("SUM-PRODUCT REWRITES (paper 001 §3)")
+    report = lines[at + 1:]
+    assert [ln.split(": ")[0] for ln in report] == ["--line 10:9 selection push-down", "--line 11:7 selection push-down",
+                                                    "--line 14:7 selection push-down"]
+    assert "trace((X %*% Y)) -> sum((X * t(Y)))" in report[0]
+    for ln in report:
+        before, after = (float(x.split()[0]) for x in ln.split("; cost ")[1].split(" -> "))
+        assert after < before

@@ -214,11 +214,12 @@ def term_hop(out: Out, term: Term, tree: object) -> T | None:
 
 @dataclass
 class Plan:
-    """One alternative: its root HOP, its estimated work, and the rewrites it applies."""
+    """One alternative: its root HOP, its estimated work, the rewrites it applies, its recipe."""
 
     hop: Hop
     work: float
     rewrites: tuple[str, ...]
+    recipe: tuple = ()
 
 
 def op_work(h: Hop) -> float:
@@ -251,44 +252,91 @@ def structure(h: Hop, mark: int, inside: frozenset[int] = frozenset()) -> object
     return (h.op, tuple(keys))
 
 
+Recipe = tuple[tuple[object, bool], ...]  # per term: its join tree and whether aggregations push down
+
+
+def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
+    """Cells of the joins of ``tree`` with every index summed as soon as nothing else needs it: the
+    classic join-ordering cost, which ranks a term's trees before any HOP is built."""
+    rel = [set(f.indices) for f in term.factors if f.indices]
+    keep = {i for i in term.keep if i is not None}
+
+    def rec(node: object, needed: set[str]) -> tuple[set[str], float]:
+        if isinstance(node, int):
+            return set(rel[node]), 0.0
+        assert isinstance(node, tuple)
+        lhs, rhs = node
+        li = {i for k in leaves(lhs) for i in rel[k]}
+        ri = {i for k in leaves(rhs) for i in rel[k]}
+        a, ca = rec(lhs, needed | ri)
+        b, cb = rec(rhs, needed | li)
+        size = 1.0
+        for i in a | b:
+            size *= extents.get(i, 1)
+        return (a | b) & needed, ca + cb + size
+
+    return rec(tree, keep)[1]
+
+
+MAX_TREES_BUILT = 8  # per term, the trees of least join size that are built and ranked by work
+
+
+def _term_plans(region: Region, term: Term, ctx: Ctx, mark: int) -> list[tuple[float, object, bool, T]]:
+    """The distinct plans of one term: (work, tree, push, relation), the least work first."""
+    n = sum(1 for f in term.factors if f.indices)
+    candidates = list(trees(n)) if 0 < n <= MAX_TREE_FACTORS else [term.tree if term.tree is not None else 0]
+    if len(candidates) > MAX_TREES_BUILT:
+        candidates.sort(key=lambda t: join_size(term, t, region.extents))
+        candidates = candidates[:MAX_TREES_BUILT]
+    ranked = []
+    distinct: set[object] = set()
+    for tree in candidates:
+        for push in (True, False) if n > 1 else (True,):
+            got = term_hop(Out(ctx, region.root, region.extents, push), term, tree if n else 0)
+            if got is not None and structure(got.hop, mark) not in distinct:
+                distinct.add(structure(got.hop, mark))
+                ranked.append((work(got.hop, mark), tree, push, got))
+    ranked.sort(key=lambda r: r[0])  # (stable: equal work keeps the enumeration order)
+    return ranked
+
+
+def build(region: Region, ctx: Ctx, mark: int, recipe: Recipe) -> Plan | None:
+    """The plan of ``region`` its ``recipe`` names (a decision made before on the same region)."""
+    hops, names = [], set(region.applied)
+    for (_, term), (tree, push) in zip(region.plan.terms, recipe):
+        n = sum(1 for f in term.factors if f.indices)
+        out = Out(ctx, region.root, region.extents, push)
+        got = term_hop(out, term, tree if n else 0)
+        if got is None:
+            return None
+        hops.append(got.hop)
+        if out.pushed:
+            names.add("aggregation push-down")
+        if term.tree is not None and not isinstance(term.tree, int) and not same_tree(term.tree, tree):
+            names.add("join ordering")
+    hop = _combine(ctx, region, hops)
+    return Plan(hop, work(hop, mark), tuple(sorted(names)), recipe)
+
+
 def alternatives(region: Region, ctx: Ctx, mark: int, limit: int = 4) -> list[Plan]:
     """Up to ``limit`` plans of the region, the least work first: per term, its join trees ranked by
     work; plan k takes each term's k-th tree. ``mark``: the largest HOP id before translation."""
-    per_term: list[list[tuple[float, object, bool, Out, T]]] = []
-    for _, term in region.plan.terms:
-        n = sum(1 for f in term.factors if f.indices)
-        candidates = list(trees(n)) if 0 < n <= MAX_TREE_FACTORS else [term.tree if term.tree is not None else 0]
-        ranked = []
-        distinct: set[object] = set()
-        for tree in candidates:
-            for push in (True, False) if n > 1 else (True,):
-                out = Out(ctx, region.root, region.extents, push)
-                got = term_hop(out, term, tree if n else 0)
-                if got is not None and structure(got.hop, mark) not in distinct:
-                    distinct.add(structure(got.hop, mark))
-                    ranked.append((work(got.hop, mark), tree, out.pushed, out, got))
-        if not ranked:
-            return []
-        ranked.sort(key=lambda r: r[0])  # (stable: equal work keeps the enumeration order)
-        per_term.append(ranked)
+    per_term = [_term_plans(region, term, ctx, mark) for _, term in region.plan.terms]
+    if not all(per_term):
+        return []
     plans: list[Plan] = []
     seen: set[object] = set()
     for k in range(limit):
-        picks = [r[min(k, len(r) - 1)] for r in per_term]
         if k and all(len(r) <= k for r in per_term):
             break
-        hop = _combine(ctx, region, [p[4].hop for p in picks])
-        key = structure(hop, mark)
-        if key in seen:
+        recipe = tuple((r[min(k, len(r) - 1)][1], r[min(k, len(r) - 1)][2]) for r in per_term)
+        plan = build(region, ctx, mark, recipe)
+        if plan is None:
             continue
-        seen.add(key)
-        names = set(region.applied)
-        for (_, term), p in zip(region.plan.terms, picks):
-            if p[2]:
-                names.add("aggregation push-down")
-            if term.tree is not None and not isinstance(term.tree, int) and not same_tree(term.tree, p[1]):
-                names.add("join ordering")
-        plans.append(Plan(hop, work(hop, mark), tuple(sorted(names))))
+        key = structure(plan.hop, mark)
+        if key not in seen:
+            seen.add(key)
+            plans.append(plan)
     return plans
 
 

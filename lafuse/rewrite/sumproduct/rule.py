@@ -19,7 +19,7 @@ from lafuse.hops.hop import Hop, walk
 from lafuse.hops.program import Dag
 from lafuse.rewrite.core import Ctx, is_impure, rule
 from lafuse.rewrite.sumproduct.ir import Region, is_sp_op, translate
-from lafuse.rewrite.sumproduct.plans import Plan, alternatives, op_work, structure
+from lafuse.rewrite.sumproduct.plans import Plan, alternatives, build, op_work, structure
 
 MIN_GAIN = 1e-6  # relative: a plan must be cheaper by more than this (no churn between equals)
 
@@ -44,7 +44,7 @@ FIRED: list[Fired] = []
 # region (canonical plans, sharing, policy) -> the plan chosen (its position among the alternatives,
 # the costs) or None: dynamic recompilation replans a loop body's DAG at every size change, and
 # most of its recompilations see sizes seen before
-DECIDED: dict[tuple, tuple[int, float, float, str] | None] = {}
+DECIDED: dict[tuple, tuple[int, tuple, float, float, str] | None] = {}
 MAX_DECIDED = 4096
 
 
@@ -70,11 +70,11 @@ def describe(h: Hop, depth: int = 6) -> str:
     return f"{h.op}({', '.join(args)})"
 
 
-def _swap(ctx: Ctx, dag: Dag, old: Hop, new: Hop, cost: Callable[[Dag], float]) -> float:
+def _swap(ctx: Ctx, dag: Dag, old: Hop, new: Hop, cost: Callable[..., float]) -> float:
     """The DAG's cost with ``new`` in place of ``old`` (then put back)."""
     ctx.replace(old, new)
     try:
-        return cost(dag)
+        return cost(dag, ctx.hints)
     finally:
         ctx.replace(new, old)
 
@@ -103,34 +103,28 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         if not regions or key in dag.planned:
             continue
         dag.planned.add(key)
-        written = sum(op_work(x) for x in regions[0].absorbed)
-        # a plan doing no less work than its region as written is not costed (fusion makes a plan
-        # cheaper than its work says, never cheaper than the written region fused the same way), nor
-        # is the written region itself, rebuilt
-        same = {structure(h, mark, frozenset(x.id for x in r.absorbed)) for r in regions}
-        found: dict[object, Plan] = {}
-        for r in regions:
-            w = sum(op_work(x) for x in r.absorbed)
-            for p in alternatives(r, ctx, mark):
-                k = structure(p.hop, mark)
-                if p.work < w and k not in same:
-                    found.setdefault(k, p)
-        plans = list(found.values())
-        if not plans:
-            continue
         # a block recompiled with the same sizes repeats its decision (the cost is the same)
         seen = (key, tuple(ctx.n_consumers(x) for x in regions[-1].absorbed),
-                getattr(ctx.cfg, "codegen", None), getattr(ctx.cfg, "fusion", None), ctx.cost is None)
-        if seen not in DECIDED:
+                getattr(ctx.cfg, "codegen", None), getattr(ctx.cfg, "fusion", None), ctx.cost is None,
+                _density(ctx.hints, regions))
+        if seen in DECIDED:
+            decided = DECIDED[seen]
+            if decided is None:
+                continue
+            variant, recipe, before, after, unit = decided
+            got = build(regions[variant], ctx, mark, recipe) if variant < len(regions) else None
+            if got is None:
+                continue
+            plan = got
+        else:
+            best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, mark)
             if len(DECIDED) >= MAX_DECIDED:
                 DECIDED.clear()
-            best = _choose(ctx, dag, h, plans, written)
-            DECIDED[seen] = None if best is None else (plans.index(best[0]), *best[1:])
-        decided = DECIDED[seen]
-        if decided is None or decided[0] >= len(plans):
-            continue
-        k, before, after, unit = decided
-        plan = plans[k]
+            DECIDED[seen] = best
+            if best is None:
+                continue
+            variant, _, before, after, unit = best
+            plan = build(regions[variant], ctx, mark, best[1]) or _never()
         ctx.replace(h, plan.hop)
         FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("aggregation push-down",), before, after,
                            unit, describe(h), describe(plan.hop)))
@@ -171,13 +165,52 @@ def canonical(region: Region, mark: int) -> tuple:
     return (region.root.dt, tuple(out))
 
 
-def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[Plan], written: float
-            ) -> tuple[Plan, float, float, str] | None:
+def _density(hints: dict[str, float] | None, regions: list[Region]) -> tuple:
+    """The density of each variable the regions read, in tenths, by the hints: part of a decision's
+    key (a fused operator over a sparse X costs its non-zeros)."""
+    if not hints:
+        return ()
+    out = set()
+    for r in regions:
+        for _, t in r.plan.terms:
+            for f in t.factors:
+                h = f.hop
+                if h.op == "tread" and h.name in hints and h.dims_known and h.rows * h.cols > 0:
+                    out.add((h.name, round(10 * hints[h.name] / (h.rows * h.cols))))
+    return tuple(sorted(out))
+
+
+def _never() -> Plan:
+    raise AssertionError("a plan built once did not build again")
+
+
+def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tuple[int, Plan]]:
+    """The plans worth costing, with the variant they come from. Not: a plan doing no less work than
+    its region as written (fusion makes a plan cheaper than its work says, never cheaper than the
+    written region fused the same way), nor the written region itself, rebuilt."""
+    same = {structure(h, mark, frozenset(x.id for x in r.absorbed)) for r in regions}
+    found: dict[object, tuple[int, Plan]] = {}
+    for v, r in enumerate(regions):
+        written = sum(op_work(x) for x in r.absorbed)
+        for p in alternatives(r, ctx, mark):
+            k = structure(p.hop, mark)
+            if p.work < written and k not in same:
+                found.setdefault(k, (v, p))
+    return list(found.values())
+
+
+def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], mark: int
+            ) -> tuple[int, tuple, float, float, str] | None:
+    """The cheapest plan, if cheaper than the DAG as written: (variant, recipe, cost before, after, unit)."""
+    if not plans:
+        return None
     cost = getattr(ctx, "cost", None)
     if cost is None:
-        best = min(plans, key=lambda p: p.work)
-        return (best, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
-    before = cost(dag)
-    scored = [(_swap(ctx, dag, h, p.hop, cost), k, p) for k, p in enumerate(plans)]
-    after, _, best = min(scored, key=lambda s: (s[0], s[1]))
-    return (best, before, after, "s") if after < before * (1 - MIN_GAIN) else None
+        written = sum(op_work(x) for x in regions[0].absorbed)
+        v, best = min(plans, key=lambda p: p[1].work)
+        return (v, best.recipe, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
+    before = cost(dag, ctx.hints)
+    scored = [(_swap(ctx, dag, h, p.hop, cost), k) for k, (_, p) in enumerate(plans)]
+    after, k = min(scored)
+    v, best = plans[k]
+    return (v, best.recipe, before, after, "s") if after < before * (1 - MIN_GAIN) else None
