@@ -29,8 +29,10 @@ N, M, K = 40, 30, 3
 
 
 def run(text: str, inputs: dict, codegen: bool, fusion: str = "fuse-all", threads: int = 2):
-    """(value of R, heavy-hitter counts) of ``text`` with the inputs bound."""
-    cfg = cfgmod.Config(codegen=codegen, fusion=fusion, threads=threads)
+    """(value of R, heavy-hitter counts) of ``text`` with the inputs bound. The templates see the
+    expression as written: the sum-product rule, which may regroup it first (``sum(S * (U %*% t(U)))``
+    as ``sum((S %*% U) * U)``), is off; tests/rewrite/test_sumproduct.py runs it with fusion."""
+    cfg = cfgmod.Config(codegen=codegen, fusion=fusion, threads=threads, sum_product=False)
     bound = {k: (as_matrix_value(v) if hasattr(v, "shape") else v) for k, v in inputs.items()}
     stats = Stats()
     with cfgmod.using(cfg):

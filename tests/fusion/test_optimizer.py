@@ -35,8 +35,9 @@ HINTS = {"S": 20000 * 20000 * 0.001}  # what the runtime tells the optimizer whe
 def fused(text: str, strategy: str = "cost", stats: fusion.FusionStats | None = None, preamble: str = BIG,
           **cfg_kw):
     """(spoof HOPs, basic HOP labels) of ``text`` after fusion, as a loop body (as in an iterative
-    algorithm: one cold kernel compile then pays off for the cost-based selector)."""
-    cfg = cfgmod.Config(codegen=True, fusion=strategy, **cfg_kw)
+    algorithm: one cold kernel compile then pays off for the cost-based selector). The sum-product
+    rule is off unless ``sum_product=True``: the templates see the expression as written."""
+    cfg = cfgmod.Config(codegen=True, fusion=strategy, **{"sum_product": False, **cfg_kw})
     with cfgmod.using(cfg):
         body = loop_body(text, preamble, cfg)
         dag, _ = fusion.optimize(body.dag, cfg, stats, weight=body.weight, hints=HINTS)
@@ -114,6 +115,11 @@ def test_wdivmm_is_an_outer_right_mm(strategy):
     spoofs, labels = fused("W = (S / (U %*% t(V) + 1e-15)) %*% V\nprint(sum(W))", strategy)
     ops = [s for s in spoofs if s.op == "spoofOP"]
     assert len(ops) == 1 and ops[0].params["cplan"].agg == C.RIGHT_MM
+    assert not basic_ops(labels, "%*%", "/")
+    # with the sum-product rule, sum(W) never forms W: sum(Q %*% V) = sum(Q * t(rowSums(V))) (or
+    # sum(colSums(Q) * t(rowSums(V)))), which fused operators aggregate
+    spoofs, labels = fused("W = (S / (U %*% t(V) + 1e-15)) %*% V\nprint(sum(W))", strategy, sum_product=True)
+    assert all(s.params["cplan"].agg != C.RIGHT_MM for s in spoofs)
     assert not basic_ops(labels, "%*%", "/")
 
 

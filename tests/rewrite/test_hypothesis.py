@@ -168,7 +168,10 @@ def cases(draw, special: bool, in_function: bool) -> Case:
 
 def _check(case: Case) -> None:
     base = Config()
-    cfg = base.with_(disabled_rules=("optimize_mmchain",)) if case.special else base
+    # (with NaN/Inf inputs, regrouped products may form an Inf * 0 the written plan did not, or not
+    # form one it did: matrix-chain reordering and the sum-product rule, whose NaN/Inf behaviour
+    # tests/rewrite/test_sumproduct.py checks)
+    cfg = base.with_(disabled_rules=("optimize_mmchain", "sum_product")) if case.special else base
     on = run(case.script, cfg)
     off = run(case.script, base.with_(rewrites=False))
     assert off.output.strip()

@@ -126,7 +126,9 @@ def test_a_runtime_scalar_multiplies_before_the_sum():
 
 # ------------------------------------------------------------------ random sum-product expressions
 
-LEAVES = {"A": (12, 9), "B": (9, 12), "C": (12, 12), "u": (12, 1), "v": (9, 1)}
+# (large enough that the rule costs its plans with fusion: a DAG of fewer than SMALL_WORK cells is
+# decided by work, which the program cost below need not agree with)
+LEAVES = {"A": (400, 300), "B": (300, 400), "C": (400, 400), "u": (400, 1), "v": (300, 1)}
 
 
 @st.composite
@@ -178,7 +180,7 @@ def test_random_expressions_are_never_costlier_and_equal_in_value(expr, agg, see
         want, _ = _run(script, inputs, Config(codegen=cfg.codegen, fusion=cfg.fusion, sum_product=False))
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10, err_msg=script)
         assert all(f.after < f.before for f in fired), script
-        if fired:  # the whole program's cost agrees: rewritten no costlier than written
+        if fired and all(f.unit == "s" for f in fired):  # the whole program's cost agrees
             comp = Compiler(cfg)
             costs = []
             for c in (cfg, Config(codegen=cfg.codegen, fusion=cfg.fusion, sum_product=False)):

@@ -146,7 +146,13 @@ class _In:
         return None
 
     def absorbs(self, h: Hop) -> bool:
-        return is_sp_op(h) and not is_impure(h) and (self.shared or h is self.root or self.ctx.single_use(h))
+        if not is_sp_op(h) or is_impure(h):
+            return False
+        if h is self.root or self.ctx.single_use(h):
+            return True
+        # a shared one, unless the block writes or prints it: then it is materialized anyway
+        return self.shared and not self.ctx.is_root(h) and not any(p.kind in ("data", "builtin") or
+                                                                   self.ctx.is_root(p) for p in self.ctx.parents(h))
 
     def sp(self, h: Hop) -> Sum | None:
         if not self.absorbs(h):

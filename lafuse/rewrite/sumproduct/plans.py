@@ -91,6 +91,12 @@ class Out:
         params = {"slots": ("target",)} if kind in ("agg_unary", "reorg") else None
         return self.ctx.mk(op, kind, ins, dt, DOUBLE, self.like, params)
 
+    def _cells(self, t: T) -> float:
+        out = 1.0
+        for i in t.ind:
+            out *= self.extents.get(i, 1)
+        return out
+
     def agg(self, t: T, drop: set[str]) -> T:
         drop = drop & t.ind
         if not drop:
@@ -116,8 +122,13 @@ class Out:
 
     def join(self, a: T, b: T, needed: set[str]) -> T | None:
         """``a * b`` joined on their common indices, the ones ``needed`` does not name summed."""
-        if not self.push and len(a.ind | b.ind) <= 2:
-            return self.agg(self.elementwise(a, b), (a.ind | b.ind) - needed)
+        if not self.push:
+            if len(a.ind | b.ind) > 2:  # sum the smaller operand's own indices only, if that will do
+                small, big = sorted((a, b), key=self._cells)
+                small = self.agg(small, small.ind - big.ind - needed)
+                a, b = big, small
+            if len(a.ind | b.ind) <= 2:
+                return self.agg(self.elementwise(a, b), (a.ind | b.ind) - needed)
         if (a.ind ^ b.ind) - needed:
             self.pushed = True
         a = self.agg(a, a.ind - b.ind - needed)

@@ -22,6 +22,11 @@ from lafuse.rewrite.sumproduct.ir import Region, is_sp_op, translate
 from lafuse.rewrite.sumproduct.plans import Plan, alternatives, build, op_work, structure
 
 MIN_GAIN = 1e-6  # relative: a plan must be cheaper by more than this (no churn between equals)
+# cells: in a DAG whose operators touch fewer, a region is decided by its work alone; costing the DAG
+# with fusion (~1-5 ms, and the fusion optimizer's import on a script that would not load it) costs
+# more than it can save. (Per DAG, not per region: one measure decides every region of a DAG, as
+# the regions a rewrite leaves behind are planned again.)
+SMALL_WORK = 1e5
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,10 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
     if ctx.cfg is not None and not getattr(ctx.cfg, "sum_product", True):
         return False
     changed = False
+    small: bool | None = None  # the DAG touches fewer than SMALL_WORK cells (asked once needed)
     # region roots bottom-up: a shared subexpression is planned before the regions that read it
     for h in walk(dag.roots):
-        if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h):
+        if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h) or _alone(h):
             continue
         mark = Hop("mark", "mark").id  # (HOP ids grow: a plan's own HOPs are the ones above it)
         regions = [r for r in (translate(h, ctx, False), translate(h, ctx, True)) if r is not None]
@@ -117,7 +123,9 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
                 continue
             plan = got
         else:
-            best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, mark)
+            if small is None:
+                small = sum(op_work(x) for x in walk(dag.roots) if not x.is_literal) < SMALL_WORK
+            best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, small)
             if len(DECIDED) >= MAX_DECIDED:
                 DECIDED.clear()
             DECIDED[seen] = best
@@ -130,6 +138,15 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
                            unit, describe(h), describe(plan.hop)))
         changed = True
     return changed
+
+
+def _alone(h: Hop) -> bool:
+    """A region of one operator over leaves: nothing to reorder, push down or select; unless a leaf
+    is ``X != 0`` (join elimination) or a constant matrix (aggregation elimination)."""
+    for x in h.inputs:
+        if is_sp_op(x) or (x.kind == "binary" and x.op == "!=") or (x.kind == "datagen" and x.op == "matrix"):
+            return False
+    return True
 
 
 def _inner(ctx: Ctx, h: Hop) -> bool:
@@ -199,14 +216,14 @@ def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tupl
     return list(found.values())
 
 
-def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], mark: int
+def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], small: bool
             ) -> tuple[int, tuple, float, float, str] | None:
     """The cheapest plan, if cheaper than the DAG as written: (variant, recipe, cost before, after, unit)."""
     if not plans:
         return None
     cost = getattr(ctx, "cost", None)
-    if cost is None:
-        written = sum(op_work(x) for x in regions[0].absorbed)
+    written = sum(op_work(x) for x in regions[0].absorbed)
+    if cost is None or small:
         v, best = min(plans, key=lambda p: p[1].work)
         return (v, best.recipe, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
     before = cost(dag, ctx.hints)
