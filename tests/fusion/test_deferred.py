@@ -518,7 +518,8 @@ def test_a_kernel_calling_blas_pays_scipys_blas_import_once(monkeypatch):
     from lafuse.cost.fused import calls_blas, compile_penalty
     from lafuse.feedback import observed
 
-    _, _, ops = _fused_ops("s = sum(X * Y * Z)\nG = t(X) %*% (X * Y)\nprint(s + sum(G))", SMALL)
+    # (max(G), not sum(G): the sum-product rule would sum G's product away, BLAS call and all)
+    _, _, ops = _fused_ops("s = sum(X * Y * Z)\nG = t(X) %*% (X * Y)\nprint(s + max(G))", SMALL)
     kinds = {o.template: calls_blas(o.plan) for o in ops}
     assert kinds == {"cell": False, "row": True}, kinds
     prof = HardwareProfile()

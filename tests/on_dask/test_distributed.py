@@ -118,13 +118,13 @@ def test_moving_the_budget_flips_an_operator_between_local_and_dask():
 def test_local_memory_sizes_the_budget_as_a_small_driver_heap(dask_scheduler, tmp_path):
     """--local-memory: the budget is memory_budget of it (SystemDS's hybrid mode on a small driver
     heap), so under auto the 2.7 MB product goes to Dask with 1MB (a distributed product, or the cuboid
-    operator covering it and its sum) and stays here with 64MB, and the
+    operator covering it and its max) and stays here with 64MB, and the
     printed result is the same; a size that is not one stops before the run with exit 1."""
     from tests.test_cli import lafuse
 
     p = tmp_path / "s.dml"
     p.write_text("A = rand(rows=300, cols=300, seed=4)\nB = rand(rows=300, cols=300, seed=5)\n"
-                 "print(sum(A %*% B))\n")
+                 "print(max(A %*% B))\n")  # (max: the sum-product rule would sum the product away)
     out = {}
     for size in ("1MB", "64MB"):
         r = lafuse("explain", str(p), "--until", "plan", "--scheduler", dask_scheduler, "--local-memory", size)

@@ -105,7 +105,7 @@ def test_the_plan_decides_and_binding_follows():
     text = ("X = rand(rows=3000, cols=200, seed=1)\nS = rand(rows=3000, cols=200, sparsity=0.01, seed=2)\n"
             "v = rand(rows=200, cols=1, seed=3)\nw = t(X) %*% (X %*% v)\nG = t(X) %*% S\n"
             "E = exp(X * 2)\nprint(sum(w) + sum(G) + sum(E))")
-    cfg = cfgmod.Config(codegen=False)
+    cfg = cfgmod.Config(codegen=False, sum_product=False)  # (the products as written, not summed away)
     with cfgmod.using(cfg):
         prog = Compiler(cfg).compile_text(text, "<test>")
         plan = build(_generic(prog)[0].dag)
@@ -137,7 +137,7 @@ def test_every_operator_gets_an_execution_type(tmp_path):
     with pytest.raises(ValueError, match="unknown execution type"):
         exectype.choose(1e9, 1e6, "spark")
     p = tmp_path / "a.dml"
-    p.write_text("X = rand(rows=10, cols=10, seed=1)\nprint(sum(X %*% X))\n")
+    p.write_text("X = rand(rows=10, cols=10, seed=1)\nprint(max(X %*% X))\n")  # (max: not summed away)
     r = lafuse("run", str(p), "--exec", "local", "--explain", "runtime")
     assert r.returncode == 0 and re.search(r"^------CP %\*% ", r.stdout, re.M), r.stderr
     r = lafuse("run", str(p), "--exec", "spark")
@@ -175,7 +175,8 @@ def test_convert_instructions_where_a_consumer_needs_dense(zero_u):
     from lafuse.compiler import run_dml
 
     vals = _convert_inputs(zero_u)
-    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    # (the outer products as written: the sum-product rule would join X with V first in s2)
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all", sum_product=False)
     with cfgmod.using(cfg):
         comp = Compiler(cfg)
         prog = comp.compile_text(CONVERT, "<test>", vals, ("s1", "s2"))
@@ -190,7 +191,7 @@ def test_convert_instructions_where_a_consumer_needs_dense(zero_u):
     assert re.search(r"^-*CP convert _r\d+ -> _r\d+ \[400,10,\d+\] fmt\(csr->dense\)$", text, re.M), text
     assert re.search(r"CP inv _r\d+ -> .* fmt\(dense->", text), text
     got = {}
-    for c in (cfg, cfgmod.Config(codegen=False)):
+    for c in (cfg, cfgmod.Config(codegen=False, sum_product=False)):
         got[c.codegen] = run_dml(CONVERT, vals, ("s1", "s2"), cfg=c, out=io.StringIO())
     X, U, V = (vals[k].toarray() for k in "XUV")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -213,7 +214,8 @@ def test_convert_is_priced_and_a_no_op_on_the_asked_format():
     from lafuse.runtime.local.kernels import KERNELS
 
     vals = _convert_inputs()
-    cfg = cfgmod.Config(codegen=True, fusion="fuse-all")
+    # (the outer products as written: the sum-product rule would join X with V first in s2)
+    cfg = cfgmod.Config(codegen=True, fusion="fuse-all", sum_product=False)
     with cfgmod.using(cfg):
         comp = Compiler(cfg)
         prog = comp.compile_text(CONVERT, "<test>", vals, ("s1", "s2"))

@@ -22,8 +22,9 @@ from lafuse.runtime.values import as_matrix_value
 
 
 def run(text: str, inputs: dict, on: bool = True, **kw) -> tuple[dict, dict[str, int], str]:
-    """(symbol table, opcode counts, plan) of ``text`` without codegen."""
-    cfg = cfgmod.Config(codegen=False, squared_loss=on, **kw)
+    """(symbol table, opcode counts, plan) of ``text`` without codegen, as written (the sum-product
+    rule off: it would regroup sum(S * (U %*% H)) before the loss operators see it)."""
+    cfg = cfgmod.Config(codegen=False, squared_loss=on, **{"sum_product": False, **kw})
     bound = {k: as_matrix_value(v) for k, v in inputs.items()}
     stats = Stats()
     with cfgmod.using(cfg):

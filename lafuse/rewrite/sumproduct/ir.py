@@ -274,6 +274,8 @@ class _In:
         rl, ru, cl, cu = (int(v) for v in b)  # type: ignore[arg-type]
         if (rl, ru, cl, cu) == (1, x.rows, 1, x.cols):
             return None  # no selection (remove_unnecessary_rix's)
+        if not (1 <= rl <= ru <= x.rows and 1 <= cl <= cu <= x.cols):
+            return None  # out of bounds: the indexing as written reports it
         for idx, lo, hi, n in ((t.keep[0], rl, ru, x.rows), (t.keep[1], cl, cu, x.cols)):
             if idx is None or (lo, hi) == (1, n):
                 continue

@@ -193,11 +193,8 @@ def term_hop(out: Out, term: Term, tree: object) -> T | None:
     """The HOPs of ``term`` joined in the order of ``tree`` (over its non-scalar factors)."""
     rel = [out.diag_read(T(f.hop, f.row, f.col)) for f in term.factors if f.indices]
     scalars = [f.hop for f in term.factors if not f.indices]
-    if not rel:
-        if any(i is not None for i in term.keep) or out.like.dt == MATRIX:
-            return None
-        lit = out.ctx.lit(term.coef, out.like)
-        return out.scale(T(scalars[0], None, None), scalars[1:], term.coef) if scalars else T(lit, None, None)
+    if not rel:  # scalars and constants only: left as written (its value, or its allocation's error)
+        return None
     # a run-time scalar multiplies a relation before anything is summed, as written: sum(λ * X) and
     # λ * sum(X) differ for λ = Inf and a zero in X; only finite literals (the coefficient) move
     rel[0] = out.scale(rel[0], scalars, 1.0)
