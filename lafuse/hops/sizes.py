@@ -376,10 +376,20 @@ def range_len(lo: Hop, hi: Hop, single: bool | None, known: dict[str, Any] | Non
 
 def span_len(a: Any, b: Any) -> int:
     """Length of ``a:b`` for bound values (``range_len``), -1 unless both are finite numbers."""
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
-            and math.isfinite(a) and math.isfinite(b):  # a NaN / Inf bound is an error at run time
+    if _float_bound(a) and _float_bound(b):  # a NaN / Inf bound is an error at run time
         return max(int(b) - int(a) + 1, 0)
     return -1
+
+
+def _float_bound(v: Any) -> bool:
+    """A number whose float is finite: an int beyond a float's range is no bound either (as
+    scalar_value's float arithmetic makes it Inf; math.isfinite raised OverflowError on it)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def output_bytes(rows: int, cols: int, nnz: int) -> float:

@@ -274,7 +274,7 @@ def test_stats_report_worker_transfers_spill_and_time_per_operator(dask_schedule
     p.write_text("A = matrix(seq(1, 3600), rows=60, cols=60) / 3600\nB = t(A) + 1\n"
                  "C = A %*% B\nprint(sum(C))\n")
     conf = tmp_path / "c.json"
-    conf.write_text('{"block_size": 7}')
+    conf.write_text('{"block_size": 7, "sum_product": false}')  # (the product as written, not summed away)
     rc, out, err = run_cli([str(p), *QUIET, "--exec", "dask", "--scheduler", dask_scheduler, "--config",
                             str(conf), "--stats"])
     assert rc == 0, err

@@ -28,9 +28,10 @@ def _data(seed: int = 3, nan: bool = True) -> dict[str, np.ndarray]:
 
 
 def run(text: str, inputs: dict, outputs: list[str], after: int = 2, on: bool = True) -> tuple[dict, int]:
-    """(outputs, in-place results) of ``text`` without codegen."""
+    """(outputs, in-place results) of ``text`` without codegen, its operators as written (the
+    sum-product rule would fold ``2.5 * (X * 1.5)`` into one multiply)."""
     before = reuse.DONE[0]
-    cfg = cfgmod.get().with_(codegen=False, reuse_buffers=on, straight_line_after=after)
+    cfg = cfgmod.get().with_(codegen=False, reuse_buffers=on, straight_line_after=after, sum_product=False)
     got = run_dml(text, inputs={k: v.copy() for k, v in inputs.items()}, outputs=outputs, cfg=cfg)
     return got, reuse.DONE[0] - before
 

@@ -88,9 +88,9 @@ def _swap(ctx: Ctx, dag: Dag, old: Hop, new: Hop, cost: Callable[..., float]) ->
 def sum_product(dag: Dag, ctx: Ctx) -> bool:
     """Sum-product regions replaced by their cheapest equivalent plan (paper 001 §3).
 
-    ``sum(W %*% H)`` -> ``sum(t(colSums(W)) * rowSums(H))``; ``(X %*% Y) %*% v`` -> ``X %*% (Y %*% v)``;
-    ``trace(X %*% Y)`` -> ``sum(X * t(Y))``; ``diag(v) %*% X`` -> ``v * X``; ``X * (X != 0)`` -> ``X``;
-    ``P = X %*% Y; P[1:2, ]`` -> ``X[1:2, ] %*% Y`` (P single-use).
+    ``sum(W %*% H)`` -> ``sum(colSums(W) * t(rowSums(H)))``; ``trace(X %*% Y %*% Z)`` ->
+    ``sum(Y * (t(X) %*% t(Z)))``; ``trace(X %*% Y)`` -> ``sum(X * t(Y))``; ``diag(v) %*% X`` -> ``X * v``;
+    ``X * (X != 0)`` -> ``X``; ``P = X %*% Y; P[1:2, ]`` -> ``X[1:2, ] %*% Y`` (P single-use).
     """
     if ctx.cfg is not None and not getattr(ctx.cfg, "sum_product", True):
         return False
@@ -134,7 +134,7 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
             variant, _, before, after, unit = best
             plan = build(regions[variant], ctx, mark, best[1]) or _never()
         ctx.replace(h, plan.hop)
-        FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("aggregation push-down",), before, after,
+        FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("regrouping",), before, after,
                            unit, describe(h), describe(plan.hop)))
         changed = True
     return changed
