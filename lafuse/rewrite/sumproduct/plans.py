@@ -125,6 +125,7 @@ class Out:
         if not self.push:
             if len(a.ind | b.ind) > 2:  # sum the smaller operand's own indices only, if that will do
                 small, big = sorted((a, b), key=self._cells)
+                self.pushed |= bool(small.ind - big.ind - needed)
                 small = self.agg(small, small.ind - big.ind - needed)
                 a, b = big, small
             if len(a.ind | b.ind) <= 2:
@@ -264,10 +265,17 @@ Recipe = tuple[tuple[object, bool], ...]  # per term: its join tree and whether 
 
 
 def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
-    """Cells of the joins of ``tree`` with every index summed as soon as nothing else needs it: the
-    classic join-ordering cost, which ranks a term's trees before any HOP is built."""
+    """Cells of the joins of ``tree`` with every index summed as soon as nothing else needs it (twice
+    where an aggregation, not a matrix multiply, sums a join's result): the classic join-ordering
+    cost, which ranks a term's trees before any HOP is built."""
     rel = [set(f.indices) for f in term.factors if f.indices]
     keep = {i for i in term.keep if i is not None}
+
+    def cells(ind: set[str]) -> float:
+        out = 1.0
+        for i in ind:
+            out *= extents.get(i, 1)
+        return out
 
     def rec(node: object, needed: set[str]) -> tuple[set[str], float]:
         if isinstance(node, int):
@@ -278,15 +286,32 @@ def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
         ri = {i for k in leaves(rhs) for i in rel[k]}
         a, ca = rec(lhs, needed | ri)
         b, cb = rec(rhs, needed | li)
-        size = 1.0
-        for i in a | b:
-            size *= extents.get(i, 1)
+        for x, y in ((a, b), (b, a)):  # an index only one side holds and nothing needs: summed first
+            lone = x - y - needed
+            if lone:
+                ca += cells(x)
+                x -= lone
+        size = cells(a | b)
+        summed = (a | b) - needed
+        if summed and not (len(a | b) == 3 and len(summed) == 1):
+            size *= 2  # (not a matrix multiply: an aggregation reads the join's result again)
         return (a | b) & needed, ca + cb + size
 
     return rec(tree, keep)[1]
 
 
-MAX_TREES_BUILT = 8  # per term, the trees of least join size that are built and ranked by work
+MAX_TREES_BUILT = 4  # per term, the trees of least join size that are built and ranked by work
+
+
+def least_join_size(region: Region) -> float:
+    """A lower bound of any plan's work: each join is an operator touching at least the cells of its
+    indices' union (op_work), and every plan joins each term's relations by some tree."""
+    total = 0.0
+    for _, term in region.plan.terms:
+        n = sum(1 for f in term.factors if f.indices)
+        if 1 < n <= MAX_TREE_FACTORS:
+            total += min(join_size(term, t, region.extents) for t in trees(n))
+    return total
 
 
 def _term_plans(region: Region, term: Term, ctx: Ctx, mark: int) -> list[tuple[float, object, bool, T]]:

@@ -19,7 +19,7 @@ from lafuse.hops.hop import Hop, walk
 from lafuse.hops.program import Dag
 from lafuse.rewrite.core import Ctx, is_impure, rule
 from lafuse.rewrite.sumproduct.ir import Region, is_sp_op, translate
-from lafuse.rewrite.sumproduct.plans import Plan, alternatives, build, op_work, structure
+from lafuse.rewrite.sumproduct.plans import Plan, alternatives, build, least_join_size, op_work, structure
 
 MIN_GAIN = 1e-6  # relative: a plan must be cheaper by more than this (no churn between equals)
 # cells: in a DAG whose operators touch fewer, a region is decided by its work alone; costing the DAG
@@ -209,6 +209,8 @@ def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tupl
     found: dict[object, tuple[int, Plan]] = {}
     for v, r in enumerate(regions):
         written = sum(op_work(x) for x in r.absorbed)
+        if least_join_size(r) >= written:
+            continue  # (no plan of it can do less work: none is built)
         for p in alternatives(r, ctx, mark):
             k = structure(p.hop, mark)
             if p.work < written and k not in same:
