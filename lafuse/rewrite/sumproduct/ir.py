@@ -98,6 +98,7 @@ class Region:
     extents: dict[str, int] = field(default_factory=dict)
     absorbed: list[Hop] = field(default_factory=list)
     applied: set[str] = field(default_factory=set)
+    shared_left: bool = False  # a shared operator it could absorb was left a leaf (translate's shared=False)
 
 
 # operators a plan absorbs (everything else is a leaf); scalar arithmetic stays outside: a sum of
@@ -151,8 +152,10 @@ class _In:
         if h is self.root or self.ctx.single_use(h):
             return True
         # a shared one, unless the block writes or prints it: then it is materialized anyway
-        return self.shared and not self.ctx.is_root(h) and not any(p.kind in ("data", "builtin") or
-                                                                   self.ctx.is_root(p) for p in self.ctx.parents(h))
+        ok = not self.ctx.is_root(h) and not any(p.kind in ("data", "builtin") or self.ctx.is_root(p)
+                                                 for p in self.ctx.parents(h))
+        self.region.shared_left |= ok and not self.shared
+        return self.shared and ok
 
     def sp(self, h: Hop) -> Sum | None:
         if not self.absorbs(h):

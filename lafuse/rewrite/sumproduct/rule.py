@@ -100,8 +100,15 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
     for h in walk(dag.roots):
         if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h) or _alone(h):
             continue
+        sig = ("sig", h.id, _signature(h))
+        if sig in dag.planned:
+            continue  # (the same operators and sizes as a round before)
+        dag.planned.add(sig)
         mark = Hop("mark", "mark").id  # (HOP ids grow: a plan's own HOPs are the ones above it)
-        regions = [r for r in (translate(h, ctx, False), translate(h, ctx, True)) if r is not None]
+        alone = translate(h, ctx, False)
+        # (absorbing the shared operators too is another region only if one was left a leaf)
+        shared = translate(h, ctx, True) if alone is None or alone.shared_left else None
+        regions = [r for r in (alone, shared) if r is not None]
         # (a product chain alone is optimize_mmchain's: its DP takes any length)
         regions = [r for r in regions if not all(x.kind == "matmult" or (x.kind, x.op) == ("reorg", "t")
                                                  for x in r.absorbed)]
@@ -155,6 +162,22 @@ def _inner(ctx: Ctx, h: Hop) -> bool:
         return False
     p = ctx.parents(h)[0]
     return is_sp_op(p) and not is_impure(p)
+
+
+def _signature(h: Hop) -> tuple:
+    """The sum-product operators under ``h`` (ids and sizes) and the leaves they read."""
+    out: list[tuple] = []
+    seen: set[int] = set()
+    stack = [h]
+    while stack:
+        x = stack.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        out.append((x.id, x.rows, x.cols))
+        if is_sp_op(x):
+            stack.extend(x.inputs)
+    return tuple(out)
 
 
 def _leaf_key(h: Hop, mark: int) -> object:
