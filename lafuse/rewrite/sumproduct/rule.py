@@ -96,6 +96,7 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         return False
     changed = False
     small: bool | None = None  # the DAG touches fewer than SMALL_WORK cells (asked once needed)
+    before_cost: list[float | None] = [None]  # the DAG's cost as it is (until a rewrite changes it)
     # region roots bottom-up: a shared subexpression is planned before the regions that read it
     for h in walk(dag.roots):
         if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h) or _alone(h):
@@ -132,7 +133,7 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         else:
             if small is None:
                 small = sum(op_work(x) for x in walk(dag.roots) if not x.is_literal) < SMALL_WORK
-            best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, small)
+            best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, small, before_cost)
             if len(DECIDED) >= MAX_DECIDED:
                 DECIDED.clear()
             DECIDED[seen] = best
@@ -141,6 +142,7 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
             variant, _, before, after, unit = best
             plan = build(regions[variant], ctx, mark, best[1]) or _never()
         ctx.replace(h, plan.hop)
+        before_cost[0] = None
         FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("regrouping",), before, after,
                            unit, describe(h), describe(plan.hop)))
         changed = True
@@ -226,12 +228,13 @@ def _never() -> Plan:
 
 def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tuple[int, Plan]]:
     """The plans worth costing, with the variant they come from. Not: a plan doing no less work than
-    its region as written (fusion makes a plan cheaper than its work says, never cheaper than the
-    written region fused the same way), nor the written region itself, rebuilt."""
+    the region of single-use operators as written (fusion makes a plan cheaper than its work says,
+    never cheaper than the written region fused the same way; a shared operator a plan absorbs is
+    still computed for its other readers unless fusion removes it), nor the written region, rebuilt."""
     same = {structure(h, mark, frozenset(x.id for x in r.absorbed)) for r in regions}
     found: dict[object, tuple[int, Plan]] = {}
+    written = sum(op_work(x) for x in regions[0].absorbed)
     for v, r in enumerate(regions):
-        written = sum(op_work(x) for x in r.absorbed)
         if least_join_size(r) >= written:
             continue  # (no plan of it can do less work: none is built)
         for p in alternatives(r, ctx, mark):
@@ -241,8 +244,8 @@ def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tupl
     return list(found.values())
 
 
-def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], small: bool
-            ) -> tuple[int, tuple, float, float, str] | None:
+def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], small: bool,
+            before_cost: list[float | None]) -> tuple[int, tuple, float, float, str] | None:
     """The cheapest plan, if cheaper than the DAG as written: (variant, recipe, cost before, after, unit)."""
     if not plans:
         return None
@@ -251,7 +254,9 @@ def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: 
     if cost is None or small:
         v, best = min(plans, key=lambda p: p[1].work)
         return (v, best.recipe, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
-    before = cost(dag, ctx.hints)
+    before = before_cost[0]
+    if before is None:
+        before = before_cost[0] = cost(dag, ctx.hints)
     scored = [(_swap(ctx, dag, h, p.hop, cost), k) for k, (_, p) in enumerate(plans)]
     after, k = min(scored)
     v, best = plans[k]
