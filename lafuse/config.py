@@ -19,9 +19,11 @@ class Config:
     rewrites: bool = True  # master switch of HOP rewrites
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
     # sum-product optimization (paper 001 §3, rewrite.sumproduct): aggregation/selection push-down, join
-    # elimination and ordering chosen by cost with fusion; off: those expressions stay as written;
-    # env LAFUSE_SUM_PRODUCT=0 turns it off
-    sum_product: bool = field(default_factory=lambda: os.environ.get("LAFUSE_SUM_PRODUCT", "1") != "0")
+    # elimination and ordering chosen by cost with fusion; off: those expressions stay as written. Off by
+    # default (env LAFUSE_SUM_PRODUCT=1 turns it on): its enumeration and costing at every dynamic
+    # recompilation of a mini-batch loop body cost more than they save there (benchmarks/sumproduct.py,
+    # README "Sum-product optimization")
+    sum_product: bool = field(default_factory=lambda: os.environ.get("LAFUSE_SUM_PRODUCT", "0") == "1")
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
     # auto | local | dask: where operators run (plan.exectype): auto sends an operator whose memory need

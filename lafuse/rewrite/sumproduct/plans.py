@@ -26,7 +26,7 @@ from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.rewrite.core import Ctx
 from lafuse.rewrite.sumproduct.ir import Index, Keep, Region, Term
 
-MAX_TREE_FACTORS = 6  # (2n-3)!! trees: 945 at 6; a longer product keeps its written order only
+MAX_TREE_FACTORS = 5  # (2n-3)!! trees: 105 at 5; a longer product keeps its written order only
 
 
 @dataclass(frozen=True)
@@ -309,8 +309,14 @@ def least_join_size(region: Region) -> float:
     total = 0.0
     for _, term in region.plan.terms:
         n = sum(1 for f in term.factors if f.indices)
-        if 1 < n <= MAX_TREE_FACTORS:
+        if 1 < n <= 4:
             total += min(join_size(term, t, region.extents) for t in trees(n))
+        elif n > 4:  # (105 trees and more: every plan reads each relation at least once)
+            for f in term.factors:
+                c = 1.0
+                for i in f.indices:
+                    c *= region.extents.get(i, 1)
+                total += c
     return total
 
 
