@@ -7,7 +7,9 @@ the compiler injects: the fusion optimizer's plan for the DAG, costed without ge
 A rewrite that destroys a fusion opportunity loses where the fused plan of the original is cheaper:
 ``sum(W %*% H)`` beside ``sum(X * log(W %*% H + eps))`` keeps the shared product only when fusing
 the second with it pays. Without an injected cost (a rewrite outside the compiler) the plans' own
-work estimate decides. Config ``sum_product`` (and ``disabled_rules``) switches the rule off.
+work estimate decides. Config ``sum_product`` (off by default: at every dynamic recompilation of a
+mini-batch loop body its enumeration and costing cost more than they save; env
+``LAFUSE_SUM_PRODUCT=1``) switches the rule on, ``disabled_rules`` off.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ class Fired:
 # the sum-product rewrites applied in this process, newest last (explain prints them; the driver
 # does not keep rule-specific records)
 FIRED: list[Fired] = []
-# region (canonical plans, sharing, policy) -> the plan chosen (its position among the alternatives,
-# the costs) or None: dynamic recompilation replans a loop body's DAG at every size change, and
-# most of its recompilations see sizes seen before
+# region (canonical plans, sharing, policy, density) -> the plan chosen (its translation variant and
+# recipe, the costs before and after, their unit) or None: dynamic recompilation replans a loop
+# body's DAG at every size change, and most of its recompilations see sizes seen before
 DECIDED: dict[tuple, tuple[int, tuple, float, float, str] | None] = {}
 MAX_DECIDED = 4096
 
