@@ -19,7 +19,7 @@ the row's sum.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
@@ -40,6 +40,14 @@ class T:
     @property
     def ind(self) -> set[str]:
         return {i for i in (self.row, self.col) if i is not None}
+
+
+def cells(indices: Iterable[str], extents: dict[str, int]) -> float:
+    """The cells of a relation over ``indices``: the product of their extents."""
+    out = 1.0
+    for i in indices:
+        out *= extents.get(i, 1)
+    return out
 
 
 def trees(n: int) -> Iterator[object]:
@@ -92,10 +100,7 @@ class Out:
         return self.ctx.mk(op, kind, ins, dt, DOUBLE, self.like, params)
 
     def _cells(self, t: T) -> float:
-        out = 1.0
-        for i in t.ind:
-            out *= self.extents.get(i, 1)
-        return out
+        return cells(t.ind, self.extents)
 
     def agg(self, t: T, drop: set[str]) -> T:
         drop = drop & t.ind
@@ -234,13 +239,13 @@ class Plan:
 def op_work(h: Hop) -> float:
     """Cells an operator touches (a matrix multiply: its multiply-adds): the plans' first ranking,
     before the cost model (Ctx.cost) weighs the few best with fusion."""
-    def cells(x: Hop) -> float:
+    def hop_cells(x: Hop) -> float:
         return float(max(x.rows, 1) * max(x.cols, 1)) if x.dt == MATRIX else 1.0
 
     if h.kind == "matmult":
         a, b = h.inputs
-        return cells(a) * float(max(b.cols, 1))
-    return max([cells(h)] + [cells(x) for x in h.inputs if h.kind != "rix"])
+        return hop_cells(a) * float(max(b.cols, 1))
+    return max([hop_cells(h)] + [hop_cells(x) for x in h.inputs if h.kind != "rix"])
 
 
 def work(root: Hop, mark: int) -> float:
@@ -271,12 +276,6 @@ def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
     rel = [set(f.indices) for f in term.factors if f.indices]
     keep = {i for i in term.keep if i is not None}
 
-    def cells(ind: set[str]) -> float:
-        out = 1.0
-        for i in ind:
-            out *= extents.get(i, 1)
-        return out
-
     def rec(node: object, needed: set[str]) -> tuple[set[str], float]:
         if isinstance(node, int):
             return set(rel[node]), 0.0
@@ -289,9 +288,9 @@ def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
         for x, y in ((a, b), (b, a)):  # an index only one side holds and nothing needs: summed first
             lone = x - y - needed
             if lone:
-                ca += cells(x)
+                ca += cells(x, extents)
                 x -= lone
-        size = cells(a | b)
+        size = cells(a | b, extents)
         summed = (a | b) - needed
         if summed and not (len(a | b) == 3 and len(summed) == 1):
             size *= 2  # (not a matrix multiply: an aggregation reads the join's result again)
@@ -312,11 +311,7 @@ def least_join_size(region: Region) -> float:
         if 1 < n <= 4:
             total += min(join_size(term, t, region.extents) for t in trees(n))
         elif n > 4:  # (105 trees and more: every plan reads each relation at least once)
-            for f in term.factors:
-                c = 1.0
-                for i in f.indices:
-                    c *= region.extents.get(i, 1)
-                total += c
+            total += sum(cells(f.indices, region.extents) for f in term.factors)
     return total
 
 
@@ -332,8 +327,9 @@ def _term_plans(region: Region, term: Term, ctx: Ctx, mark: int) -> list[tuple[f
     for tree in candidates:
         for push in (True, False) if n > 1 else (True,):
             got = term_hop(Out(ctx, region.root, region.extents, push), term, tree if n else 0)
-            if got is not None and structure(got.hop, mark) not in distinct:
-                distinct.add(structure(got.hop, mark))
+            key = None if got is None else structure(got.hop, mark)
+            if got is not None and key not in distinct:
+                distinct.add(key)
                 ranked.append((work(got.hop, mark), tree, push, got))
     ranked.sort(key=lambda r: r[0])  # (stable: equal work keeps the enumeration order)
     return ranked

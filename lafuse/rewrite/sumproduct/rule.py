@@ -138,11 +138,10 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
             best = _choose(ctx, dag, h, _candidates(ctx, h, regions, mark), regions, small, before_cost)
             if len(DECIDED) >= MAX_DECIDED:
                 DECIDED.clear()
-            DECIDED[seen] = best
+            DECIDED[seen] = None if best is None else (best[0], best[1].recipe, *best[2:])
             if best is None:
                 continue
-            variant, _, before, after, unit = best
-            plan = build(regions[variant], ctx, mark, best[1]) or _never()
+            _, plan, before, after, unit = best
         ctx.replace(h, plan.hop)
         before_cost[0] = None
         FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("regrouping",), before, after,
@@ -224,10 +223,6 @@ def _density(hints: dict[str, float] | None, regions: list[Region]) -> tuple:
     return tuple(sorted(out))
 
 
-def _never() -> Plan:
-    raise AssertionError("a plan built once did not build again")
-
-
 def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tuple[int, Plan]]:
     """The plans worth costing, with the variant they come from. Not: a plan doing no less work than
     the region of single-use operators as written (fusion makes a plan cheaper than its work says,
@@ -247,19 +242,19 @@ def _candidates(ctx: Ctx, h: Hop, regions: list[Region], mark: int) -> list[tupl
 
 
 def _choose(ctx: Ctx, dag: Dag, h: Hop, plans: list[tuple[int, Plan]], regions: list[Region], small: bool,
-            before_cost: list[float | None]) -> tuple[int, tuple, float, float, str] | None:
-    """The cheapest plan, if cheaper than the DAG as written: (variant, recipe, cost before, after, unit)."""
+            before_cost: list[float | None]) -> tuple[int, Plan, float, float, str] | None:
+    """The cheapest plan, if cheaper than the DAG as written: (variant, plan, cost before, after, unit)."""
     if not plans:
         return None
     cost = getattr(ctx, "cost", None)
     written = sum(op_work(x) for x in regions[0].absorbed)
     if cost is None or small:
         v, best = min(plans, key=lambda p: p[1].work)
-        return (v, best.recipe, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
+        return (v, best, written, best.work, "cells") if best.work < written * (1 - MIN_GAIN) else None
     before = before_cost[0]
     if before is None:
         before = before_cost[0] = cost(dag, ctx.hints)
     scored = [(_swap(ctx, dag, h, p.hop, cost), k) for k, (_, p) in enumerate(plans)]
     after, k = min(scored)
     v, best = plans[k]
-    return (v, best.recipe, before, after, "s") if after < before * (1 - MIN_GAIN) else None
+    return (v, best, before, after, "s") if after < before * (1 - MIN_GAIN) else None
