@@ -130,7 +130,8 @@ def java_executable() -> str:
 
 
 def systemds_command(script: str | Path, nvargs: dict[str, str] | None = None,
-                     config: str | Path | None = None) -> list[str]:
+                     config: str | Path | None = None, args: list[str] | None = None) -> list[str]:
+    """The JVM command line; ``nvargs`` become ``-nvargs k=v``, ``args`` positional ``-args``."""
     home = systemds_home()
     cp = f"{home / 'SystemDS.jar'}{os.pathsep}{home / 'lib'}{os.sep}*"
     cmd = [
@@ -142,6 +143,9 @@ def systemds_command(script: str | Path, nvargs: dict[str, str] | None = None,
     if nvargs:
         cmd.append("-nvargs")
         cmd.extend(f"{k}={v}" for k, v in nvargs.items())
+    if args:
+        cmd.append("-args")
+        cmd.extend(args)
     return cmd
 
 
@@ -181,8 +185,10 @@ def config_xml(settings: dict[str, str]) -> str:
 
 
 def run_systemds(script_path: str | Path, nvargs: dict[str, str] | None, workdir: str | Path,
-                 config: dict[str, str] | None = None) -> SdsResult:
-    """Run one script live (``config``: ``sysds.*`` settings, passed as a ``-config`` file).
+                 config: dict[str, str] | None = None, args: list[str] | None = None,
+                 config_file: Path | None = None) -> SdsResult:
+    """Run one script live (``config``: ``sysds.*`` settings, passed as a ``-config`` file; or
+    ``config_file``, an existing one; ``args``: positional ``-args``).
 
     The script's directory (with ``lib/``) is copied into ``workdir/src`` and the JVM runs there, so relative
     ``source()`` paths resolve as they would next to the script and ``scratch_space/`` lands in ``workdir``.
@@ -193,12 +199,12 @@ def run_systemds(script_path: str | Path, nvargs: dict[str, str] | None, workdir
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(script_path.parent, src, ignore=shutil.ignore_patterns(".cache", "__pycache__", "*.py"))
-    cfg_path = None
+    cfg_path = config_file
     if config:
         cfg_path = workdir / "systemds-config.xml"
         cfg_path.write_text(config_xml(config))
     proc = subprocess.run(
-        systemds_command(script_path.name, nvargs, cfg_path),
+        systemds_command(script_path.name, nvargs, cfg_path, args),
         cwd=src, capture_output=True, text=True, timeout=JVM_TIMEOUT,
     )
     lines, error = parse_stdout(proc.stdout)
@@ -214,11 +220,14 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def cache_key(script_path: Path, nvargs_spec: dict[str, str], input_files: list[Path]) -> str:
+def cache_key(script_path: Path, nvargs_spec: dict[str, str], input_files: list[Path],
+              args_spec: list[str] | None = None, config_file: Path | None = None,
+              config: dict[str, str] | None = None) -> str:
     """sha256 over everything that determines SystemDS's output.
 
     ``nvargs_spec`` holds placeholders (``<input:X.csv>``, ``<output:M.csv>``) instead of temp paths;
-    ``input_files`` are hashed by content (with their ``.mtd`` companions when present).
+    ``input_files`` are hashed by content (with their ``.mtd`` companions when present), as is
+    ``config_file`` and ``config`` settings; ``args_spec`` are the positional arguments with placeholders.
     """
     h = hashlib.sha256()
     h.update(f"format={CACHE_FORMAT}\nsystemds={systemds_version()}\n".encode())
@@ -228,6 +237,12 @@ def cache_key(script_path: Path, nvargs_spec: dict[str, str], input_files: list[
         for f in sorted(lib.rglob("*.dml")):
             h.update(f"lib:{f.relative_to(lib)}\0".encode() + f.read_bytes() + b"\0")
     h.update(json.dumps(sorted(nvargs_spec.items())).encode())
+    if args_spec:
+        h.update(b"args\0" + json.dumps(args_spec).encode())
+    if config_file is not None:
+        h.update(b"config\0" + Path(config_file).read_bytes() + b"\0")
+    if config:
+        h.update(b"settings\0" + json.dumps(sorted(config.items())).encode())
     for f in sorted(input_files):
         for g in (f, f.with_name(f.name + ".mtd")):
             if g.is_file():
@@ -297,6 +312,9 @@ def run_cached(
     workdir: Path,
     use_cache: bool | None = None,
     config: dict[str, str] | None = None,
+    args: list[str] | None = None,
+    args_spec: list[str] | None = None,
+    config_file: Path | None = None,
 ) -> SdsResult:
     """Run a script through the cache.
 
@@ -305,13 +323,13 @@ def run_cached(
     """
     if use_cache is None:
         use_cache = not ci_mode()
-    key = cache_key(script_path, nvargs_spec, input_files)
+    key = cache_key(script_path, nvargs_spec, input_files, args_spec, config_file, config)
     entry = CACHE_DIR / key
     if use_cache:
         hit = _load(entry)
         if hit is not None:
             return hit
-    res = run_systemds(script_path, nvargs, workdir, config)
+    res = run_systemds(script_path, nvargs, workdir, config, args, config_file)
     res.outputs = dict(outputs)
     if use_cache:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
