@@ -18,9 +18,12 @@ from lafuse.fusion.templates import (
     agg_of,
     fused_input,
     is_cellwise,
+    is_dot,
     is_matmult,
     is_transpose,
     outer_like,
+    replace_slots,
+    solo,
 )
 from lafuse.hops import cplan as C
 from lafuse.hops import sizes
@@ -136,13 +139,14 @@ def _reachable_refs(memo: MemoTable, root: int, entry: MemoEntry,
 
 def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
                protect_outer: bool = False, cache: dict | None = None,
-               part: set[int] | None = None) -> FusionPlan:
+               part: set[int] | None = None, single: bool = False) -> FusionPlan:
     """``order``: the DAG's HOPs in topological order; ``cache`` memoizes CPlan construction per
     fused operator across the many assignments an enumeration evaluates. ``part``: only the operators
     of this partition (the plan's fused operators rooted in it and its basic HOPs, the same as in the
     whole plan): the cost-based enumeration prices one partition per assignment, and built all of them
     for each (with expand's memo: the optimizer's calls of an AutoEncoder 1e5 x 100 run, replayed,
-    98 -> 75 ms; multiLogReg 39 -> 32 ms)."""
+    98 -> 75 ms; multiLogReg 39 -> 32 ms). ``single``: an operator no other joins is fused alone where
+    its template's plan of it is worth having (``templates.solo``; the heuristic policies)."""
     need = {r.id for r in roots}
     bridges: dict[int, int] = {}
     if part is not None:
@@ -159,10 +163,11 @@ def build_plan(memo: MemoTable, roots: list[Hop], order: list[Hop], cuts: Cuts,
         # the valid entry whose fused operator covers the most operators (ties: PREFERENCE)
         op = None
         for e in valid_entries(memo, h, ("outer", "row", "cell"), cuts):
-            if e.nrefs == 0:
+            alone = single and solo(e.template, h)
+            if e.nrefs == 0 and not alone:
                 continue
             cand = FusedOp(e.template, h, expand(memo, h, e, cuts, protect_outer))
-            if len(cand.entries) >= 2 and (op is None or len(cand.entries) > len(op.entries)) \
+            if (len(cand.entries) >= 2 or alone) and (op is None or len(cand.entries) > len(op.entries)) \
                     and _make_cached(cand, cache):
                 op = cand
         if op is not None:
@@ -281,6 +286,17 @@ class _Builder:
             return out
         if h.op == "ifelse":
             return self.b.op("ifelse", *children)
+        if h.op == "replace":  # replace(t, p, r) = ifelse(t == p, r, t), NaN matching NaN
+            sl = replace_slots(h)
+            assert sl is not None  # (templates.is_cellwise)
+            t, p, r = (children[k] for k in sl)
+            pat = h.inputs[sl[1]]
+            b = self.b
+            if pat.is_literal:
+                hit = b.op("isNaN", t) if float(pat.value) != float(pat.value) else b.op("==", t, p)
+            else:
+                hit = b.op("|", b.op("==", t, p), b.op("&", b.op("isNaN", t), b.op("isNaN", p)))
+            return b.op("ifelse", hit, r, t)
         raise _Unsupported
 
 
@@ -330,7 +346,10 @@ def _cell_cplan(op: FusedOp) -> None:
     hops = covered_set(op)
     root = op.root
     agg = agg_of(root)
-    expr_root = root.inputs[0] if agg is not None else root
+    operands = []  # a dot product's x and y of t(x) %*% y: sum(x * y)
+    if is_dot(root):
+        agg, operands = (C.FULL_AGG, "sum"), [root.inputs[0].inputs[0], root.inputs[1]]
+    expr_root = operands[0] if operands else root.inputs[0] if agg is not None else root
     if not expr_root.dims_known:
         raise _Unsupported
     n, m = expr_root.rows, expr_root.cols
@@ -361,7 +380,12 @@ def _cell_cplan(op: FusedOp) -> None:
         memo_nodes.clear()
         bld.reset()
         _main_first(bld, cand)
-        if agg is not None:
+        if operands:
+            refs = op.entries[root.id].refs
+            x, y = (node(o, cand) if refs[k] >= 0 else bld.input(o, C.MAIN if o is cand else None)
+                    for k, o in enumerate(operands))
+            expr = bld.b.op("*", x, y)
+        elif agg is not None:
             r = op.entries[root.id].refs[0]
             expr = node(expr_root, cand) if r >= 0 else bld.input(expr_root, C.MAIN)
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from lafuse.fusion.templates import BY_NAME, CLOSED_INVALID, CLOSED_VALID, OPEN, TEMPLATES, fused_input
+from lafuse.fusion.templates import BY_NAME, CLOSED_INVALID, CLOSED_VALID, OPEN, TEMPLATES, fused_input, solo
 from lafuse.hops.hop import Hop, walk
 
 MAX_ENTRIES_PER_GROUP = 64  # 2^|inputs| * |templates| is at most 24 for ternary operators
@@ -90,10 +90,12 @@ def _create_plans(memo: MemoTable, h: Hop, trigger: int | None, tname: str) -> l
     return [e for e in entries if memo.size(e) <= MAX_FUSED_OPS]
 
 
-def explore(roots: list[Hop], dominance: bool = False) -> MemoTable:
+def explore(roots: list[Hop], dominance: bool = False, single: bool = False) -> MemoTable:
     """Populate a memo table bottom-up in one pass (Algorithm 1). ``dominance`` also prunes entries
     dominated by an entry with a superset of references to single-consumer inputs (only valid for
-    the heuristics, which never prefer materializing such an input)."""
+    the heuristics, which never prefer materializing such an input). ``single`` keeps a closed entry
+    without references where the template's plan of that one operator is worth having
+    (``templates.solo``)."""
     memo = MemoTable()
     order = walk(roots)
     for h in order:
@@ -117,7 +119,8 @@ def explore(roots: list[Hop], dominance: bool = False) -> MemoTable:
         seen: set[tuple[str, tuple[int, ...]]] = set()
         for e in cands:
             status = BY_NAME[e.template].close(h)
-            if status == CLOSED_INVALID or (status == CLOSED_VALID and e.nrefs == 0):
+            if status == CLOSED_INVALID or (status == CLOSED_VALID and e.nrefs == 0
+                                            and not (single and solo(e.template, h))):
                 continue
             key = (e.template, e.refs)
             if key in seen:

@@ -36,11 +36,11 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     new = copy_dag(dag)
     order = new.hops()
     _mark_read_through(new, order, cfg.mmchain)
-    memo = explore(new.roots, dominance=cfg.fusion != "cost")
+    heuristic = cfg.fusion != "cost"
+    memo = explore(new.roots, dominance=heuristic, single=heuristic)
     st.dags += 1
     st.memo_entries += sum(len(es) for es in memo.groups.values())
     st.memo_pruned += memo.pruned
-    heuristic = cfg.fusion != "cost"
     if not memo.groups and not (heuristic and len(bare_aggregates(order, [])) > 1):
         if reuse is not None:
             decisions.record(reuse, decisions.Decision((), (), (), 0, 0, profile=prof.source))
@@ -52,7 +52,7 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
         raise ValueError(f"unknown fusion strategy {cfg.fusion!r}; known: {', '.join(SELECTORS)}")
     with nnz_memo():  # (the copy stays unchanged until _rewrite below)
         cuts = selector().select(ctx) if memo.groups else frozenset()
-    plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic)
+    plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic, single=heuristic)
     ops = combine_multi_aggregates(plan.fused, bare_aggregates(order, plan.fused) if heuristic else ())
     keys: set[str] = set()
     unfused0, observed0, shared0 = st.unfused_by_compile_cost, st.observed, st.start_shared
@@ -100,12 +100,13 @@ def dag_cost(dag: Dag, cfg: Any, prof: HardwareProfile | None = None,
     order = new.hops()
     _mark_read_through(new, order, cfg.mmchain)
     with nnz_memo():
-        memo = explore(new.roots, dominance=cfg.fusion != "cost") if cfg.codegen else None
+        heuristic = cfg.fusion != "cost"
+        memo = explore(new.roots, dominance=heuristic, single=heuristic) if cfg.codegen else None
         if memo is None or not memo.groups:
             return unfused_cost(order, prof, hints)
         ctx = Context(memo, new.roots, order, prof, hints=hints, peak=intermediate_peak)
         cuts = SELECTORS[cfg.fusion]().select(ctx)
-        plan = build_plan(memo, new.roots, order, cuts, protect_outer=cfg.fusion != "cost")
+        plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic, single=heuristic)
         parts = partitions(memo)
         fused = set().union(*parts)
         return (sum(plan_cost(plan, p, prof, hints=hints, memo=ctx.costs) for p in parts)
@@ -496,6 +497,12 @@ def _spoof(op: FusedOp) -> Hop:
     if not multi:
         s.copy_dims(root)
         s.mem, s.out_mem = root.mem, root.out_mem
+    if op.plan.agg == C.FULL_AGG and root.dt == MATRIX and not multi:  # a dot product's 1 x 1 matrix
+        s.dt, s.vt, s.rows, s.cols, s.nnz = SCALAR, DOUBLE, 0, 0, -1
+        m = Hop("as.matrix", "unary", [s], dt=MATRIX, vt=DOUBLE, span=root.span)
+        m.copy_dims(root)
+        m.mem, m.out_mem = root.mem, root.out_mem
+        return m
     if op.transpose_out:  # t(F) %*% W computed as t(t(W) %*% F)
         s.set_dims(root.cols, root.rows, root.nnz)
         t = Hop("t", "reorg", [s], root.dt, root.vt, span=root.span)

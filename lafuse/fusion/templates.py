@@ -5,13 +5,16 @@ Each template answers four local questions about a HOP and one of its inputs; th
 and operator kinds only: whether a fused operator pays off is the plan selector's question.
 
 * Cell: cell-wise unary/binary/ternary operators over one iteration space, closed by a full,
-  row or column aggregate (sum, min, max).
+  row or column aggregate (sum, min, max) or by a dot product ``t(x) %*% y`` of column vectors.
 * Row: opened by a matrix-vector(-like) product ``X %*% B``, a ``t(P) %*% Q`` over shared rows or
   a row aggregate; fuses cell-wise operators over the same rows and merges Cell plans; closed by
   column or full aggregates (colSums, sum, ``t(P) %*% Q``).
 * Outer: opened by an outer-product-like ``U %*% t(V)`` (small rank); fuses cell-wise operators
   over the n x m result, closed by ``sum`` or a product with a factor-sized matrix. Its validity
   (a sparsity-exploiting multiply by the sparse driver) is checked when the CPlan is built.
+* A plan of one operator is pointless for a cell-wise unary or binary operator, but not for an n-ary
+  min/max (one pass instead of a chain of binary ones): :func:`solo` says which may be fused alone. Only the heuristic policies build such plans; the
+  cost-based one does not weigh them yet.
 * MAgg is not explored: full aggregates of selected Cell operators over the same iteration space
   are combined after selection (:func:`lafuse.fusion.construct.combine_multi_aggregates`).
 """
@@ -50,9 +53,20 @@ def is_cellwise(h: Hop) -> bool:
         ok = h.op in ("min", "max") and 2 <= len(h.inputs) <= NARY_MAX_INPUTS
     elif h.kind == "ternary":
         ok = h.op == "ifelse"
+    elif h.kind == "param_builtin" and h.op == "replace":  # an ifelse (construct._Builder.cell_op)
+        sl = replace_slots(h)
+        ok = sl is not None and h.inputs[sl[0]].dt == MATRIX and all(h.inputs[k].dt == "scalar" for k in sl[1:])
     else:
         return False
     return ok and all(i.dt in (MATRIX, "scalar") for i in h.inputs) and _broadcasts(h)
+
+
+def replace_slots(h: Hop) -> tuple[int, int, int] | None:
+    """Input positions of ``replace(target=, pattern=, replacement=)``'s three arguments."""
+    slots = h.params.get("slots") or ()
+    if sorted(slots) != ["pattern", "replacement", "target"] or len(h.inputs) != 3:
+        return None
+    return slots.index("target"), slots.index("pattern"), slots.index("replacement")
 
 
 def _broadcasts(h: Hop) -> bool:
@@ -76,6 +90,16 @@ def is_transpose(h: Hop) -> bool:
 
 def is_matmult(h: Hop) -> bool:
     return h.kind == "matmult" and h.op == "%*%" and len(h.inputs) == 2
+
+
+def is_dot(h: Hop) -> bool:
+    """``t(x) %*% y`` of two column vectors over the same rows: a Cell plan's ``sum(x * y)`` (SystemDS's
+    Cell template takes such products, its cellwisetmpl7: ``t(Z) %*% Z`` of a cell-wise ``Z``)."""
+    if not (is_matmult(h) and is_transpose(h.inputs[0])):
+        return False
+    x, y = h.inputs[0].inputs[0], h.inputs[1]
+    return x.dt == MATRIX and y.dt == MATRIX and x.dims_known and y.dims_known and x.cols == 1 == y.cols \
+        and x.rows == y.rows > 1
 
 
 def same_dims(a: Hop, b: Hop) -> bool:
@@ -121,13 +145,15 @@ class CellTemplate(Template):
         # the fused input must span the whole iteration space (a broadcast vector stays a side input)
         if is_cellwise(h):
             return inp.dt == MATRIX and same_dims(h, inp)
+        if is_dot(h):
+            return True
         return agg_of(h) is not None and inp.dims_known
 
     def merge(self, h: Hop, inp: Hop) -> bool:
         return self.fuse(h, inp)
 
     def close(self, h: Hop) -> int:
-        return CLOSED_VALID if agg_of(h) is not None else OPEN
+        return CLOSED_VALID if agg_of(h) is not None or is_dot(h) else OPEN
 
 
 def _small_side(b: Hop) -> bool:
@@ -214,6 +240,15 @@ class OuterTemplate(Template):
         if h.kind == "agg_unary" or is_matmult(h) and not outer_like(h):
             return CLOSED_VALID
         return OPEN
+
+
+def solo(template: str, h: Hop) -> bool:
+    """Whether a plan of ``template`` covering ``h`` alone is a fused operator worth having (SystemDS's
+    ``TemplateUtils.hasSingleOperation`` keeps n-ary operators). Not a lone ``t(P) %*% Q`` as Row
+    (SystemDS's rowAggPattern26): over a CSR Q stored dense for the kernel, its zeros would meet a NaN of
+    P where the unfused product, on Q as CSR, skips them."""
+    return template == "cell" and h.kind == "nary" and h.op in ("min", "max") and len(h.inputs) >= 3 \
+        and is_cellwise(h) and h.dims_known
 
 
 # exploration order is the preference order of the heuristics: sparsity-exploiting first

@@ -336,7 +336,8 @@ def infer(h: Hop, known: dict[str, Any] | None = None) -> None:
             for m in ms[1:]:
                 r, c = broadcast_dim(r, m.rows), broadcast_dim(c, m.cols)
     elif kind == "param_builtin":
-        a = ins[0] if ins else None  # type: ignore[assignment]
+        # the matrix argument by name: replace(pattern=0, replacement=1, target=X) binds X third
+        a = slot_arg(h, "target") or (ins[0] if ins else None)  # type: ignore[assignment]
         if op == "replace" and a is not None:
             r, c = a.rows, a.cols
         elif op == "table":

@@ -97,6 +97,17 @@ CASES = [
     # n-ary min/max (SystemDS's cellwisetmpl23/24): a left fold of the binary operator
     ("cell_nary_min", "R = sum(min(X, Y, Z))", "spoofCell", ("min", "sum"), "XYZ"),
     ("cell_nary_max", "R = max(X, Y, Z, 0.7, s) * 2", "spoofCell", ("max", "*"), "XYZ"),
+    # replace as an ifelse (cellwisetmpl11): NaN matches NaN; the named arguments in any order
+    ("cell_replace_nan", "R = replace(target=X / Y, pattern=0/0, replacement=7) + 1", "spoofCell",
+     ("replace", "/", "+"), "XY"),
+    ("cell_replace_zero", "R = replace(pattern=0, replacement=s, target=X * Y) * 2", "spoofCell",
+     ("replace", "*"), "XY"),
+    ("cell_replace_var", "R = replace(target=X * 2, pattern=s, replacement=-1) - Y", "spoofCell",
+     ("replace", "*", "-"), "XY"),
+    # a dot product of cell-wise column vectors (cellwisetmpl7)
+    ("cell_dot", "z = r * 2 + abs(w)\nR = as.scalar(t(z) %*% z)", "spoofCell", ("%*%", "*", "+", "abs"), "rw"),
+    # a one-operator plan the heuristic policies keep (cellwisetmpl24)
+    ("cell_nary_alone", "R = min(X, Y, Z, 0.3, s)", "spoofCell", ("min",), "XYZ"),
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),

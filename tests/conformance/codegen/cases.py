@@ -78,7 +78,7 @@ Not representable / caveats:
   * outputs == {} / tolerance 0.0 for the JMLC case (nothing is compared).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
