@@ -37,6 +37,7 @@ from lafuse.hops.cplan import (
     MAIN,
     MATRIX,
     NO_AGG,
+    ROW_UNARY,
     ROWVEC,
     SCALAR,
     CNode,
@@ -47,6 +48,13 @@ from lafuse.hops.cplan import (
 )
 
 ROW_AGGS = (NO_AGG, COL_AGG, FULL_AGG, COL_AGG_T, COL_AGG_B1_T)
+ROW_AGG_PRIM = {"rowSums": "vsum", "rowMins": "vmin", "rowMaxs": "vmax", "rowVars": "vvar"}  # over a vector
+
+
+def row_agg_of_one(op: str, x: str) -> str:
+    """A row aggregate of a one-element row ``x``: the element, or rowVars' 0 (NaN for NaN), as the
+    unfused kernel (kernels_agg._var_axis)."""
+    return f"(np.nan if {x} != {x} else 0.0)" if op == "rowVars" else x
 
 
 @dataclass
@@ -150,10 +158,10 @@ class Emitter:
             if n.op == "vecmat":
                 return lines + [f"sp_vecmat({rng}, a{self.slot(ch[1])}, t{k})", f"{v} = t{k}"]
             raise ValueError(f"{n.op} has no sparse form")  # pragma: no cover - analyze() excludes it
-        if n.op in ("rowSums", "rowMins", "rowMaxs"):
+        if n.op in ROW_UNARY:
             if info.kind[id(ch[0])] == "S":
-                return [f"{v} = {self.v(ch[0])}"]
-            f = {"rowSums": "vsum", "rowMins": "vmin", "rowMaxs": "vmax"}[n.op]
+                return [f"{v} = {row_agg_of_one(n.op, self.v(ch[0]))}"]
+            f = ROW_AGG_PRIM[n.op]
             return [f"{v} = {f}({self.v(ch[0])}, L{self.idx(ch[0])})"]
         if n.op == "dot":
             pa, aa, za = self.arr(ch[0])

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lafuse.codegen.emit import scalar_op
-from lafuse.codegen.gen_row import Emitter, RowInfo
+from lafuse.codegen.gen_row import ROW_AGG_PRIM, Emitter, RowInfo, row_agg_of_one
 from lafuse.hops.cplan import (
     CELL,
     COL_AGG,
@@ -46,6 +46,7 @@ from lafuse.hops.cplan import (
     MATRIX,
     NARROW_ROW_COLS,
     NO_AGG,
+    ROW_UNARY,
     ROWVEC,
     SCALAR,
     CNode,
@@ -194,19 +195,19 @@ class _Block:
                     "else:", f"    {blas}"]
         if n.op in _ROW_AGG_FOLD and self.tr:
             return self.row_agg_folded(n)
-        if n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
+        if n.op in ROW_UNARY or n.op == "dot":
             if n.op == "dot":
                 x, y = (self.row(c) for c in ch)
                 if x is None or y is None:
                     return None
                 call = f"dot({x}, z{self.k(ch[0])}, {y}, z{self.k(ch[1])}, L{k})"
             elif not self.vec(ch[0]):
-                call = self.elem(ch[0])
+                call = row_agg_of_one(n.op, self.elem(ch[0]))
             else:
                 x = self.row(ch[0])
                 if x is None:
                     return None
-                f = {"rowSums": "vsum", "rowMins": "vmin", "rowMaxs": "vmax"}[n.op]
+                f = ROW_AGG_PRIM[n.op]
                 call = f"{f}({x}, L{self.k(ch[0])})"
             if not rv:
                 return ["r = 0", f"B{k} = {call}"]
@@ -264,7 +265,7 @@ class _Block:
         inlined (a hand-written Numba loop: 4.5 ms; NumPy's three operators: 13.8 ms)."""
         r = plan.root
         return (plan.agg in (NO_AGG, COL_AGG, COL_AGG_T, FULL_AGG) and self.rv[id(r)]
-                and r.op not in ("input", "literal", "vecmat", *_ROW_AGG_FOLD))
+                and r.op not in ("input", "literal", "vecmat", *_ROW_AGG_FOLD, *ROW_UNARY))
 
     def consume(self, plan: CPlan) -> list[str] | None:
         r = plan.root

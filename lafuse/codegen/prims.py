@@ -197,6 +197,20 @@ def densify_row(data: np.ndarray, idx: np.ndarray, p0: int, p1: int, out: np.nda
 
 
 @_jit
+def vvar(a: np.ndarray, n: int) -> float:
+    """Sample variance of a row (rowVars): two passes, the mean then the squared deviations, as
+    ``np.var(ddof=1)``; one element: 0, or NaN for NaN (kernels_agg._var_axis)."""
+    if n == 1:
+        return np.nan if a[0] != a[0] else 0.0
+    mu = vsum(a, n) / n
+    s = 0.0
+    for k in range(n):
+        d = a[k] - mu
+        s += d * d
+    return s / (n - 1)
+
+
+@_jit
 def vsum(a: np.ndarray, n: int) -> float:
     """Sum with 4 independent partials (a fixed order: without fastmath one accumulator is bound
     by the latency of an addition)."""

@@ -455,7 +455,7 @@ def _row_cplan(op: FusedOp) -> None:
         ch = [node(fused_input(h, k)) if r >= 0 else None for k, r in enumerate(e.refs)]
         if is_cellwise(h):
             out = bld.cell_op(h, [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)])
-        elif h.kind == "agg_unary" and h.op in ("rowSums", "rowMins", "rowMaxs"):
+        elif h.kind == "agg_unary" and h.op in C.ROW_UNARY:
             out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
         elif is_matmult(h) and not is_transpose(h.inputs[0]):
             left = ch[0] if ch[0] is not None else leaf(h.inputs[0])

@@ -69,7 +69,7 @@ UNARY = ("u-", "!", "abs", "exp", "log", "sqrt", "round", "floor", "ceil", "sign
 BINARY = ("+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!=", "&", "|", "min", "max",
           "xor")
 TERNARY = ("ifelse",)
-ROW_UNARY = ("rowSums", "rowMins", "rowMaxs")  # row template: vector -> scalar
+ROW_UNARY = ("rowSums", "rowMins", "rowMaxs", "rowVars")  # row template: vector -> scalar
 ROW_BINARY = ("dot", "vecmat")  # row template
 OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
 ARITY = {**{o: 1 for o in UNARY + ROW_UNARY}, **{o: 2 for o in BINARY + ROW_BINARY},
@@ -227,7 +227,7 @@ def row_kinds(order: list[CNode]) -> dict[int, str]:
             k = {MAIN: "V", CELL: "V", COLVEC: "V", ROWVEC: "S", SCALAR: "S", MATRIX: "M"}.get(n.access)
             if k is None:
                 raise ValueError(f"input access {n.access!r} is not valid in a row plan")
-        elif n.op == "literal" or n.op in ("rowSums", "rowMins", "rowMaxs", "dot"):
+        elif n.op == "literal" or n.op in ROW_UNARY or n.op == "dot":
             k = "S"
         elif n.op == "vecmat":
             if kind[id(n.children[1])] != "M":

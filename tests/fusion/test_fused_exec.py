@@ -108,6 +108,9 @@ CASES = [
     ("cell_dot", "z = r * 2 + abs(w)\nR = as.scalar(t(z) %*% z)", "spoofCell", ("%*%", "*", "+", "abs"), "rw"),
     # a one-operator plan the heuristic policies keep (cellwisetmpl24)
     ("cell_nary_alone", "R = min(X, Y, Z, 0.3, s)", "spoofCell", ("min",), "XYZ"),
+    # rowVars as a Row aggregate (rowAggPattern47/48): two passes over the row, as np.var(ddof=1)
+    ("row_rowvars", "R = sum(X + rowVars(X))", "spoofRA", ("rowVars", "+", "sum"), "X"),
+    ("row_rowvars_noagg", "R = rowVars(X * 2) * 3 + rowSums(Y)", "spoofRA", ("rowVars", "*"), "XY"),
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),

@@ -17,6 +17,7 @@ a structural zero annihilates ``*`` with a full-size operand whatever it holds.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -250,10 +251,13 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
 
     def row_agg(node: CNode, ev: Any) -> Any:
         a = ev(node.children[0])
-        return _dense(KERNELS[node.op](a)) if hasattr(a, "shape") else a
+        if hasattr(a, "shape"):
+            return _dense(KERNELS[node.op](a))
+        return (math.nan if a != a else 0.0) if node.op == "rowVars" else a  # (one element: _var_axis)
 
     shape = (n, m)
-    extra = {"vecmat": vecmat, "dot": dot, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg}
+    extra = {"vecmat": vecmat, "dot": dot, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
+             "rowVars": row_agg}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}
     for r in plan.all_roots():

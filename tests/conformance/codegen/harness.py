@@ -61,8 +61,6 @@ KNOWN_GAPS: dict[str, str] = {
                        "matrix-vector product alone is not fused",
     "rowAggPattern28": "a row-wise cumulative sum t(cumsum(t(P))) inside a Row plan (SystemDS's cum-agg chain): "
                        "lafuse's Row plans stop at the transpose, so two row operators run",
-    "rowAggPattern47": "rowVars is not an aggregate of the Row template",
-    "rowAggPattern48": "rowVars is not an aggregate of the Row template",
 }
 
 # Scripts where SystemDS 3.4.0 *with codegen* computes a wrong value: their reference runs with codegen off
