@@ -73,11 +73,12 @@ def valid_entries(memo: MemoTable, h: Hop, templates: tuple[str, ...], cuts: Cut
 def expand(memo: MemoTable, root: Hop, entry: MemoEntry, cuts: Cuts,
            protect_outer: bool = False) -> dict[int, MemoEntry]:
     """The HOPs a fused operator opened at ``root`` with ``entry`` covers: referenced groups are
-    fused with their best open entry of the same template (Row also absorbs Cell plans); a
+    fused with their best open entry of the same template (Row and Outer also absorb Cell plans); a
     reference whose group has no valid entry left under the cuts is read materialized.
     ``protect_outer`` (the heuristics) never lets another template swallow a group that can be a
     sparsity-exploiting Outer operator (paper 000 sec. 4.2: template switches)."""
-    allowed = (entry.template, "cell") if entry.template == "row" else (entry.template,)
+    # Row absorbs Cell plans, Outer a product's cell-wise factor (templates.OuterTemplate.merge)
+    allowed = (entry.template, "cell") if entry.template in ("row", "outer") else (entry.template,)
     # the result depends on the cuts only through the references of the groups the expansion can
     # reach: remembered under those (an enumeration changes one point at a time; AutoEncoder's greedy
     # search expanded ~28 operators for each of its 33 plans)

@@ -21,6 +21,8 @@ and operator kinds only: whether a fused operator pays off is the plan selector'
 
 from __future__ import annotations
 
+import math
+
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import MATRIX, Hop
 
@@ -214,6 +216,23 @@ def outer_like(h: Hop) -> bool:
         and u.rows > 1 and m > 1 and u.cols < min(u.rows, m)
 
 
+def _keeps_zeros(h: Hop) -> bool:
+    """A binary operator of a matrix and a literal that maps the matrix's zeros to zero (``X != 0``,
+    ``X > 0.5``, ``X * 2``): merged into an Outer plan, its matrix stays the sparse driver
+    (SystemDS's ``isBinarySparseSafe``)."""
+    if h.kind != "binary" or len(h.inputs) != 2:
+        return False
+    a, b = h.inputs
+    lit, left = (b, False) if b.is_literal else (a, True) if a.is_literal else (None, False)
+    if lit is None or not isinstance(lit.value, (int, float)) or isinstance(lit.value, bool):
+        return False
+    v = float(lit.value)
+    if h.op == "*":
+        return math.isfinite(v)
+    f = C.COMPARE.get(h.op)
+    return f is not None and not (f(v, 0.0) if left else f(0.0, v))
+
+
 class OuterTemplate(Template):
     name = "outer"
 
@@ -235,6 +254,13 @@ class OuterTemplate(Template):
                 f = a.inputs[0]
                 return f.dims_known and f.rows == inp.rows and f.cols <= OUTER_MAX_RANK
         return False
+
+    def merge(self, h: Hop, inp: Hop) -> bool:
+        # the other factor of a product with the outer product, a cell-wise operator over the driver such
+        # as X != 0 (SystemDS's Outer merge of sparse-safe binary inputs: wdivmmNeq); whether the plan is
+        # still sparsity-exploiting, construct checks on its CPlan
+        return h.kind == "binary" and h.op == "*" and is_cellwise(inp) and same_dims(h, inp) \
+            and not outer_like(inp) and _keeps_zeros(inp)
 
     def close(self, h: Hop) -> int:
         if h.kind == "agg_unary" or is_matmult(h) and not outer_like(h):

@@ -189,6 +189,10 @@ def _full(n: CNode) -> bool:
     return any(_full(c) for c in n.children)
 
 
+COMPARE = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+           ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
 def zero_safe(n: CNode, outer: bool = False) -> bool:
     """f == 0 wherever the (sparse) main input is 0, with the unfused operators' semantics: a zero
     of a sparse matrix annihilates ``*`` and ``&`` with another full-size matrix whatever it holds
@@ -207,6 +211,11 @@ def zero_safe(n: CNode, outer: bool = False) -> bool:
         return any(zero_safe(c, outer) for c in ch)
     if n.op == "/":
         return outer and zero_safe(ch[0], outer)
+    if n.op in COMPARE and len(ch) == 2:  # against a literal c: safe if the zero compares false
+        for x, c, zero_left in ((ch[0], ch[1], True), (ch[1], ch[0], False)):
+            if c.op == "literal" and zero_safe(x, outer):
+                v = float(c.arg)  # type: ignore[arg-type]
+                return not COMPARE[n.op](0.0, v) if zero_left else not COMPARE[n.op](v, 0.0)
     if n.op in ("+", "-", "min", "max", "!=", "<", ">", "|", "xor"):
         return zero_safe(ch[0], outer) and zero_safe(ch[1], outer)
     if n.op == "^":

@@ -121,6 +121,11 @@ CASES = [
     ("outer_right", "R = (X / (U %*% t(V) + 1e-15)) %*% V", "spoofOP", ("%*%", "/"), "X"),
     ("outer_left", "R = t(X / (U %*% t(V) + 1e-15)) %*% U", "spoofOP", ("/",), "X"),
     ("outer_noagg", "R = X * (U %*% t(V))", "spoofOP", ("%*%",), "X"),
+    # a cell-wise factor over the driver that keeps its zeros merges into the Outer plan (wdivmmNeq)
+    ("outer_neq", "R = ((X != 0) * (U %*% t(V) + 0.1)) %*% V", "spoofOP", ("!=", "%*%", "+"), "X"),
+    ("outer_gt_sum", "R = sum((X > 0.25) * log(U %*% t(V) + 1))", "spoofOP", (">", "log", "sum"), "X"),
+    # a comparison that sends zero to false is sparse-safe
+    ("cell_cmp_sum", "R = sum((X > 0.25) * Y + (X < -0.5))", "spoofCell", (">", "*", "sum"), "XY"),
 ]
 KINDS = ["dense", "sparse", "ultra", "empty", "zero"]
 

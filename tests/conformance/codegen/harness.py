@@ -53,7 +53,6 @@ KNOWN_GAPS: dict[str, str] = {
     "rowAggPattern41": "seq() inside a Row plan: lafuse materializes seq(1, n) as an input",
     "rowAggPattern26": "a one-operator Row plan (t(P) %*% X alone in its DAG), which lafuse does not build "
                        "(templates.solo says why)",
-    "wdivmmNeq": "X != 0 over the Outer template's sparse driver stays a separate operator",
     "rowAggPattern17": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
     "rowAggPattern30": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
     "rowAggPattern35": "cbind of row-aligned results is not an output of Row plans",
