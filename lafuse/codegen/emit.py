@@ -113,6 +113,8 @@ def scalar_op(op: str, a: list[str]) -> str:
         return f"b2d(np.isinf({a[0]}))"
     if op == "ifelse":
         return f"({a[1]} if {a[0]} != 0.0 else {a[2]})"
+    if op == "seq":  # (cplan.SEQ: the kernels' loops run i over the global rows)
+        return f"({a[0]} + i * {a[1]})"
     raise ValueError(f"operator {op!r} has no scalar code")
 
 

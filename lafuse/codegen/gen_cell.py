@@ -80,7 +80,7 @@ def main_slot(c: Canon) -> int:
 
 
 def levels(c: Canon) -> dict[int, int]:
-    """0: kernel constant (literals, scalars), 1: per row (ROWVEC), 2: per cell. Lower levels are
+    """0: kernel constant (literals, scalars), 1: per row (ROWVEC, seq), 2: per cell. Lower levels are
     computed once outside the loops that do not change them."""
     lv = c.memo.get("levels")
     if lv is None:
@@ -90,6 +90,8 @@ def levels(c: Canon) -> dict[int, int]:
                 lv[id(n)] = {SCALAR: 0, ROWVEC: 1}.get(n.access, 2)
             elif n.op == "literal":
                 lv[id(n)] = 0
+            elif n.op == "seq":  # (a value per row)
+                lv[id(n)] = 1
             else:
                 lv[id(n)] = max(lv[id(ch)] for ch in n.children)
         c.memo["levels"] = lv
@@ -323,11 +325,11 @@ def _add(op: str, acc: str, v: str) -> str:
 def flat_ok(c: Canon, agg: str) -> bool:
     """Mode 0 runs one loop over the block's cells in row-major order: a full aggregate or a cell-wise
     result over inputs read cell by cell (no row or column vector, which would need the cell's row or
-    column). Why: the row loop pays its setup per row, and on tall narrow inputs (n x 1 and n x 2
+    column; nor a seq, which needs the row). Why: the row loop pays its setup per row, and on tall narrow inputs (n x 1 and n x 2
     vectors of l2svm and multiLogReg) that cost more than the cells; measured sum(x*y*(z+i)) over
     1e6 x 1: 1.6 ms row by row, 0.6 ms flat (2 threads)."""
     return agg in (NO_AGG, FULL_AGG) and all(
-        a in (MAIN, CELL, SCALAR) for a in c.access.values())
+        a in (MAIN, CELL, SCALAR) for a in c.access.values()) and not any(n.op == "seq" for n in c.order)
 
 
 def _flat_nest(c: Canon, ms: int, agg: str, roots: list[tuple[CNode, str]]) -> list[str]:

@@ -193,6 +193,8 @@ class _Block:
             return [small_branch(f"{m}.shape[1]"), f"    B{k} = empty2{shape}",
                     f"    rows_matmul_small(a{self.slot(ch[0])}, r0, r1, {m}, B{k}, {self.tr})",
                     "else:", f"    {blas}"]
+        if n.op == "seq":  # (the per-row body's row index)
+            return None
         if n.op in _ROW_AGG_FOLD and self.tr:
             return self.row_agg_folded(n)
         if n.op in ROW_UNARY or n.op == "dot":

@@ -232,6 +232,25 @@ def make_cplan(op: FusedOp) -> bool:
     return True
 
 
+def seq_leaf(h: Hop) -> tuple[float, float] | None:
+    """(from, incr) of ``seq(from, to[, incr])`` with integer from, to and incr known at compile time
+    (whose values the kernel's from + i * incr computes exactly, as the unfused cumulative sum), else
+    None. The increment defaults as the unfused seq's: -1 where from > to."""
+    if h.op != "seq" or h.kind != "datagen" or not h.dims_known:
+        return None
+    f, t, inc = (sizes.slot_arg(h, k) for k in ("from", "to", "incr"))
+    fv, tv = (sizes.scalar_value(x, None) if x is not None else None for x in (f, t))
+    iv = sizes.scalar_value(inc, None) if inc is not None else None
+    vals = [v for v in (fv, tv, iv) if v is not None]
+    if fv is None or tv is None or (inc is not None and iv is None) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+            and abs(v) < 2.0 ** 52 for v in vals):
+        return None
+    if iv is None or (iv == 1 and fv > tv):
+        iv = 1 if fv <= tv else -1
+    return (float(fv), float(iv)) if iv != 0 else None
+
+
 class _Builder:
     """Shared CNode construction: covered HOPs become operators, materialized inputs become input
     nodes whose access the template decides by shape (``access(hop)``)."""
@@ -264,6 +283,10 @@ class _Builder:
         if h.dt == SCALAR and h.vt == "string":
             raise _Unsupported
         acc = access or self.access(h)
+        if acc == C.ROWVEC and self.op.template in ("cell", "row"):
+            s = seq_leaf(h)
+            if s is not None:  # generated in the kernel, not read (SystemDS's merge of a literal seq)
+                return self.b.op(C.SEQ, self.b.literal(s[0]), self.b.literal(s[1]))
         if h.id not in self.pos:
             self.pos[h.id] = len(self.inputs)
             self.inputs.append(h)

@@ -173,6 +173,8 @@ def _fused(ins: Instruction) -> bool:
     main = h.inputs[0]
     if main.dt != MATRIX or main.rows * main.cols == 0:
         return False
+    if any(n.op == cplan.SEQ for n in cplan.postorder(plan)):  # (it reads the global row index)
+        return False
     access: dict[int, set[str]] = {}
     for n in cplan.postorder(plan):
         if n.op == "input":

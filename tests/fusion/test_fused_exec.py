@@ -28,11 +28,13 @@ from lafuse.runtime.values import as_matrix_value
 N, M, K = 40, 30, 3
 
 
-def run(text: str, inputs: dict, codegen: bool, fusion: str = "fuse-all", threads: int = 2):
+def run(text: str, inputs: dict, codegen: bool, fusion: str = "fuse-all", threads: int = 2,
+        backend: str = "numba"):
     """(value of R, heavy-hitter counts) of ``text`` with the inputs bound. The templates see the
     expression as written: the sum-product rule, which may regroup it first (``sum(S * (U %*% t(U)))``
     as ``sum((S %*% U) * U)``), is off; tests/rewrite/test_sumproduct.py runs it with fusion."""
-    cfg = cfgmod.Config(codegen=codegen, fusion=fusion, threads=threads, sum_product=False)
+    cfg = cfgmod.Config(codegen=codegen, fusion=fusion, threads=threads, sum_product=False,
+                        codegen_backend=backend)
     bound = {k: (as_matrix_value(v) if hasattr(v, "shape") else v) for k, v in inputs.items()}
     stats = Stats()
     with cfgmod.using(cfg):
@@ -165,6 +167,30 @@ def _all_dense() -> Iterator[None]:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name,text,fused_op,replaced,special", CASES, ids=[c[0] for c in CASES])
 def test_fused_equals_unfused(name, text, fused_op, replaced, special, kind):
+    check_fused(name, text, fused_op, replaced, special, kind)
+
+
+# a seq of integer from and incr is generated in the kernel from the row index (cellwisetmpl22,
+# rowAggPattern41); not over an empty X, where seq(1, nrow(X)) counts down to 0
+SEQ_CASES = [
+    ("cell_seq", "R = X * seq(1, nrow(X)) + seq(nrow(X), 1)", "spoofCell", ("seq", "*", "+"), "X"),
+    ("cell_seq_sum", "R = sum(X - seq(10, 10 + 3 * (nrow(X) - 1), 3))", "spoofCell", ("seq", "-", "sum"), "X"),
+    ("row_seq", "R = X * rowSums(X / seq(1, nrow(X)) + seq(nrow(X), 1))", "spoofRA", ("seq", "rowSums"), "X"),
+]
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "empty"])
+@pytest.mark.parametrize("name,text,fused_op,replaced,special", SEQ_CASES, ids=[c[0] for c in SEQ_CASES])
+def test_seq_generated_in_kernel(name, text, fused_op, replaced, special, kind):
+    check_fused(name, text, fused_op, replaced, special, kind)
+    ins = inputs_for(kind, special, np.random.default_rng(7))  # the spec: the CPlan's NumPy interpreter
+    spec, counts = run(text, ins, codegen=True, backend="reference")
+    assert same(run(text, ins, codegen=True)[0], spec) and counts.get(fused_op, 0) >= 1
+
+
+def check_fused(name, text, fused_op, replaced, special, kind):
+    """Fused equals unfused with and without NaN/Inf in the ``special`` inputs; ``fused_op`` ran and
+    the ``replaced`` operators did not (over a non-empty X)."""
     rng = np.random.default_rng(abs(hash((name, kind))) % 2**32)
     for with_special in (False, True):
         ins = inputs_for(kind, special if with_special else "", rng)

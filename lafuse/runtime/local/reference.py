@@ -96,6 +96,8 @@ def _eval(plan: CPlan, inputs: list[Any], shape: tuple[int, int], extra: dict[st
             v = _read(inputs[int(n.arg)], n.access, shape)  # type: ignore[call-overload]
         elif n.op == "literal":
             v = float(n.arg)  # type: ignore[arg-type]
+        elif n.op == "seq":
+            v = _seq(n, shape)
         elif n.op in extra:
             v = extra[n.op](n, ev)
         else:
@@ -106,6 +108,12 @@ def _eval(plan: CPlan, inputs: list[Any], shape: tuple[int, int], extra: dict[st
     for r in plan.all_roots():
         ev(r)
     return memo
+
+
+def _seq(n: CNode, shape: tuple[int, int]) -> np.ndarray:
+    """A seq leaf's column (cplan.SEQ): the unfused seq's values."""
+    frm, inc = (float(c.arg) for c in n.children)  # type: ignore[arg-type]
+    return (frm + inc * np.arange(shape[0], dtype=float)).reshape(-1, 1)
 
 
 def _full(v: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -162,6 +170,9 @@ def _eval_flags(plan: CPlan, inputs: list[Any], shape: tuple[int, int]) -> dict[
             continue
         if n.op == "literal":
             val[k] = float(n.arg)  # type: ignore[arg-type]
+            continue
+        if n.op == "seq":
+            val[k] = _seq(n, shape)
             continue
         ch = n.children
         args = [val[id(c)] for c in ch]
@@ -316,6 +327,8 @@ def _walk_row(node: CNode, inputs: list[Any], shape: tuple[int, int], extra: dic
                 v = _read(x, n.access, shape)
         elif n.op == "literal":
             v = float(n.arg)  # type: ignore[arg-type]
+        elif n.op == "seq":
+            v = _seq(n, shape)
         elif n.op in extra:
             v = extra[n.op](n, ev)
         else:
