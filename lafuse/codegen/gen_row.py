@@ -167,6 +167,11 @@ class Emitter:
             pa, aa, za = self.arr(ch[0])
             pb, ab, zb = self.arr(ch[1])
             return pa + pb + [f"{v} = dot({aa}, {za}, {ab}, {zb}, L{k})"]
+        if n.op == "cbind":  # the operands' elements one after the other
+            x0, x1 = ch
+            la = f"L{self.idx(x0)}"
+            return [f"for q in range({la}):", f"    t{k}[q] = {self.elem(x0, 'q')}",
+                    f"for q in range(L{self.idx(x1)}):", f"    t{k}[{la} + q] = {self.elem(x1, 'q')}", f"{v} = t{k}"]
         if n.op == "vecmat":
             pa, aa, za = self.arr(ch[0])
             B = f"a{self.slot(ch[1])}"

@@ -17,6 +17,7 @@ from lafuse.fusion.memo import MemoEntry, MemoTable
 from lafuse.fusion.templates import (
     agg_of,
     fused_input,
+    is_cbind,
     is_cellwise,
     is_dot,
     is_matmult,
@@ -481,6 +482,11 @@ def _row_cplan(op: FusedOp) -> None:
             out = bld.cell_op(h, [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)])
         elif h.kind == "agg_unary" and h.op in C.ROW_UNARY:
             out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
+        elif is_cbind(h):
+            parts = [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)]
+            out = parts[0]
+            for p in parts[1:]:
+                out = bld.b.op("cbind", out, p)
         elif is_matmult(h) and not is_transpose(h.inputs[0]):
             left = ch[0] if ch[0] is not None else leaf(h.inputs[0])
             out = bld.b.op("vecmat", left, bld.input(h.inputs[1], C.MATRIX))

@@ -158,6 +158,13 @@ class CellTemplate(Template):
         return CLOSED_VALID if agg_of(h) is not None or is_dot(h) else OPEN
 
 
+def is_cbind(h: Hop) -> bool:
+    """``cbind`` of matrices over the same rows (of known dims): a Row plan's row is their rows pasted
+    (SystemDS's Row template takes it: rowAggPattern35)."""
+    return h.op == "cbind" and h.kind in ("nary", "binary") and h.dims_known and h.rows > 1 \
+        and len(h.inputs) >= 2 and all(i.dt == MATRIX and i.dims_known and i.rows == h.rows for i in h.inputs)
+
+
 def _small_side(b: Hop) -> bool:
     return b.dims_known and b.cols <= ROW_MAX_SIDE_COLS and b.rows * b.cols <= ROW_MAX_SIDE_CELLS
 
@@ -181,7 +188,7 @@ class RowTemplate(Template):
                                      and _small_side(b) and b.cols < a.cols)
         if h.kind == "agg_unary" and h.op in ROW_AGGS:
             return h.inputs[0].dims_known and h.inputs[0].cols > 1
-        return False
+        return is_cbind(h)
 
     def fuse(self, h: Hop, inp: Hop) -> bool:
         if not inp.dims_known or inp.rows <= 1:
@@ -190,6 +197,8 @@ class RowTemplate(Template):
             return h.dims_known and h.rows == inp.rows and inp.dt == MATRIX
         if h.kind == "agg_unary":
             return h.op in ROW_AGGS or h.op in ("colSums", "sum")
+        if is_cbind(h):
+            return True
         if is_matmult(h):
             if _tsmm_like(h):
                 return True

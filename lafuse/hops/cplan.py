@@ -70,7 +70,7 @@ BINARY = ("+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!="
           "xor")
 TERNARY = ("ifelse",)
 ROW_UNARY = ("rowSums", "rowMins", "rowMaxs", "rowVars")  # row template: vector -> scalar
-ROW_BINARY = ("dot", "vecmat")  # row template
+ROW_BINARY = ("dot", "vecmat", "cbind")  # row template (cbind: a row vector of both operands' elements)
 OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
 # seq(from, to, incr) of integer from and incr generated in the kernel: row i (0-based) holds from + i * incr,
 # the unfused cumulative sum exactly (SystemDS's Cell and Row templates take such a seq: cellwisetmpl22)
@@ -241,6 +241,8 @@ def row_kinds(order: list[CNode]) -> dict[int, str]:
                 raise ValueError(f"input access {n.access!r} is not valid in a row plan")
         elif n.op == "literal" or n.op in ROW_UNARY or n.op == "dot":
             k = "S"
+        elif n.op == "cbind":
+            k = "V"
         elif n.op == "vecmat":
             if kind[id(n.children[1])] != "M":
                 raise ValueError("vecmat's second operand must be a MATRIX input")

@@ -113,6 +113,10 @@ CASES = [
     # rowVars as a Row aggregate (rowAggPattern47/48): two passes over the row, as np.var(ddof=1)
     ("row_rowvars", "R = sum(X + rowVars(X))", "spoofRA", ("rowVars", "+", "sum"), "X"),
     ("row_rowvars_noagg", "R = rowVars(X * 2) * 3 + rowSums(Y)", "spoofRA", ("rowVars", "*"), "XY"),
+    # cbind of row-aligned matrices as a Row plan's row (rowAggPattern35, rowAggPattern18)
+    ("row_cbind", "R = cbind(X / rowSums(X), Y, r)", "spoofRA", ("cbind", "/", "rowSums"), "XYr"),
+    ("row_cbind_sum", "R = sum(cbind(X * 2, Y) + 1)", "spoofRA", ("cbind", "*", "+", "sum"), "XY"),
+    ("row_cbind_mv", "R = cbind(X %*% v, matrix(0, nrow(X), 1))", "spoofRA", ("cbind", "%*%"), "X"),
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),

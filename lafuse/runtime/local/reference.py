@@ -267,7 +267,11 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
         return (math.nan if a != a else 0.0) if node.op == "rowVars" else a  # (one element: _var_axis)
 
     shape = (n, m)
-    extra = {"vecmat": vecmat, "dot": dot, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
+    def cbind(node: CNode, ev: Any) -> Any:
+        vals = [ev(c) for c in node.children]
+        return np.hstack([_dense(v) if hasattr(v, "shape") else np.full((n, 1), float(v)) for v in vals])
+
+    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
              "rowVars": row_agg}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}

@@ -52,9 +52,6 @@ KNOWN_GAPS: dict[str, str] = {
                        "(templates.solo says why)",
     "rowAggPattern17": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
     "rowAggPattern30": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
-    "rowAggPattern35": "cbind of row-aligned results is not an output of Row plans",
-    "rowAggPattern18": "cbind(X %*% v, matrix(0, nrow(X), 1)): cbind is not an output of Row plans, and the "
-                       "matrix-vector product alone is not fused",
     "rowAggPattern28": "a row-wise cumulative sum t(cumsum(t(P))) inside a Row plan (SystemDS's cum-agg chain): "
                        "lafuse's Row plans stop at the transpose, so two row operators run",
 }

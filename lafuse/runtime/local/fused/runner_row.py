@@ -61,6 +61,9 @@ def _lens(info: RowInfo, width: dict[int, int], fit: bool = False) -> np.ndarray
                 raise ValueError(f"vecmat: a 1 x {la} row times a {rows} x {B} matrix")
             out[k] = B
             continue
+        if n.op == "cbind":
+            out[k] = sum(int(out[int(c.var(ch)[1:])]) for ch in n.children)
+            continue
         if kind == "V" or n.op == "dot":
             ls = {int(out[int(c.var(ch)[1:])]) for ch in n.children if info.kind[id(ch)] == "V"}
             big = ls - {1}
