@@ -167,6 +167,11 @@ class Emitter:
             pa, aa, za = self.arr(ch[0])
             pb, ab, zb = self.arr(ch[1])
             return pa + pb + [f"{v} = dot({aa}, {za}, {ab}, {zb}, L{k})"]
+        if n.op == "rowCumsum":  # in order, as the unfused cumsum of t(P)
+            if info.kind[id(n)] == "S":
+                return [f"{v} = {self.v(ch[0])}"]
+            return ["c_ = 0.0", f"for q in range(L{k}):", f"    c_ += {self.elem(ch[0], 'q')}",
+                    f"    t{k}[q] = c_", f"{v} = t{k}"]
         if n.op == "cbind":  # the operands' elements one after the other
             x0, x1 = ch
             la = f"L{self.idx(x0)}"

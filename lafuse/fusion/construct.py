@@ -24,6 +24,7 @@ from lafuse.fusion.templates import (
     is_transpose,
     outer_like,
     replace_slots,
+    row_cumsum_of,
     solo,
 )
 from lafuse.hops import cplan as C
@@ -482,6 +483,10 @@ def _row_cplan(op: FusedOp) -> None:
             out = bld.cell_op(h, [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)])
         elif h.kind == "agg_unary" and h.op in C.ROW_UNARY:
             out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
+        elif row_cumsum_of(h) is not None:
+            src = row_cumsum_of(h)
+            assert src is not None
+            out = bld.b.op("rowCumsum", ch[0] if ch[0] is not None else leaf(src))
         elif is_cbind(h):
             parts = [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)]
             out = parts[0]

@@ -108,12 +108,26 @@ def same_dims(a: Hop, b: Hop) -> bool:
     return a.dims_known and b.dims_known and a.rows == b.rows and a.cols == b.cols
 
 
+def row_cumsum_of(h: Hop) -> Hop | None:
+    """P of ``t(cumsum(t(P)))``, the cumulative sum along each row of P (SystemDS's Row template takes
+    the chain: rowAggPattern28), else None."""
+    if not (is_transpose(h) and h.inputs[0].op == "cumsum" and len(h.inputs[0].inputs) == 1):
+        return None
+    inner = h.inputs[0].inputs[0]
+    return inner.inputs[0] if is_transpose(inner) and inner.inputs[0].dt == MATRIX else None
+
+
 def fused_input(h: Hop, k: int) -> Hop:
     """The HOP a memo reference from input ``k`` of ``h`` points to: through a transpose for the
-    ``t(P) %*% Q`` products of Row and Outer (the transpose is part of the fused operator)."""
+    ``t(P) %*% Q`` products of Row and Outer (the transpose is part of the fused operator), through
+    the chain of a row-wise cumulative sum ``t(cumsum(t(P)))`` to P."""
     i = h.inputs[k]
     if is_matmult(h) and k == 0 and is_transpose(i):
         return i.inputs[0]
+    if k == 0:
+        p = row_cumsum_of(h)
+        if p is not None:
+            return p
     return i
 
 
@@ -199,6 +213,8 @@ class RowTemplate(Template):
             return h.op in ROW_AGGS or h.op in ("colSums", "sum")
         if is_cbind(h):
             return True
+        if row_cumsum_of(h) is not None:
+            return h.dims_known
         if is_matmult(h):
             if _tsmm_like(h):
                 return True

@@ -70,12 +70,13 @@ BINARY = ("+", "-", "*", "/", "^", "%%", "%/%", "<", "<=", ">", ">=", "==", "!="
           "xor")
 TERNARY = ("ifelse",)
 ROW_UNARY = ("rowSums", "rowMins", "rowMaxs", "rowVars")  # row template: vector -> scalar
+ROW_VECTOR = ("rowCumsum",)  # row template: vector -> vector (the running sum along the row)
 ROW_BINARY = ("dot", "vecmat", "cbind")  # row template (cbind: a row vector of both operands' elements)
 OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
 # seq(from, to, incr) of integer from and incr generated in the kernel: row i (0-based) holds from + i * incr,
 # the unfused cumulative sum exactly (SystemDS's Cell and Row templates take such a seq: cellwisetmpl22)
 SEQ = "seq"
-ARITY = {**{o: 1 for o in UNARY + ROW_UNARY}, **{o: 2 for o in BINARY + ROW_BINARY},
+ARITY = {**{o: 1 for o in UNARY + ROW_UNARY + ROW_VECTOR}, **{o: 2 for o in BINARY + ROW_BINARY},
          **{o: 3 for o in TERNARY}, "uv": 2, SEQ: 2}
 
 

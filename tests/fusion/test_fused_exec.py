@@ -117,6 +117,9 @@ CASES = [
     ("row_cbind", "R = cbind(X / rowSums(X), Y, r)", "spoofRA", ("cbind", "/", "rowSums"), "XYr"),
     ("row_cbind_sum", "R = sum(cbind(X * 2, Y) + 1)", "spoofRA", ("cbind", "*", "+", "sum"), "XY"),
     ("row_cbind_mv", "R = cbind(X %*% v, matrix(0, nrow(X), 1))", "spoofRA", ("cbind", "%*%"), "X"),
+    # a row-wise cumulative sum t(cumsum(t(P))) of a Row plan's P (rowAggPattern28)
+    ("row_cumsum", "D = X %*% V2\nR = rowSums(t(cumsum(t(D <= rowMins(D)))) == 0) + 1", "spoofRA",
+     ("cumsum", "t", "rowMins", "<="), "X"),
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),

@@ -271,7 +271,11 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
         vals = [ev(c) for c in node.children]
         return np.hstack([_dense(v) if hasattr(v, "shape") else np.full((n, 1), float(v)) for v in vals])
 
-    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
+    def row_cumsum(node: CNode, ev: Any) -> Any:
+        v = ev(node.children[0])
+        return np.cumsum(_dense(v), axis=1) if hasattr(v, "shape") else v
+
+    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowCumsum": row_cumsum, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
              "rowVars": row_agg}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}

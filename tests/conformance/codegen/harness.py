@@ -52,8 +52,6 @@ KNOWN_GAPS: dict[str, str] = {
                        "(templates.solo says why)",
     "rowAggPattern17": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
     "rowAggPattern30": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
-    "rowAggPattern28": "a row-wise cumulative sum t(cumsum(t(P))) inside a Row plan (SystemDS's cum-agg chain): "
-                       "lafuse's Row plans stop at the transpose, so two row operators run",
 }
 
 # Scripts where SystemDS 3.4.0 *with codegen* computes a wrong value: their reference runs with codegen off
