@@ -4,14 +4,17 @@ Each template answers four local questions about a HOP and one of its inputs; th
 (:mod:`lafuse.fusion.memo`) stays template-oblivious. The conditions are deliberately about shapes
 and operator kinds only: whether a fused operator pays off is the plan selector's question.
 
-* Cell: cell-wise unary/binary/ternary operators over one iteration space, closed by a full,
-  row or column aggregate (sum, min, max) or by a dot product ``t(x) %*% y`` of column vectors.
-* Row: opened by a matrix-vector(-like) product ``X %*% B``, a ``t(P) %*% Q`` over shared rows or
-  a row aggregate; fuses cell-wise operators over the same rows and merges Cell plans; closed by
-  column or full aggregates (colSums, sum, ``t(P) %*% Q``).
+* Cell: cell-wise unary/binary/ternary operators (``replace`` as an ifelse) over one iteration
+  space, closed by a full, row or column aggregate (sum, min, max) or by a dot product
+  ``t(x) %*% y`` of column vectors.
+* Row: opened by a matrix-vector(-like) product ``X %*% B``, a ``t(P) %*% Q`` over shared rows, a
+  row aggregate (rowVars too) or a ``cbind`` of row-aligned matrices; fuses cell-wise operators
+  over the same rows, ``cbind`` and the row-wise cumulative sum ``t(cumsum(t(P)))``, and merges
+  Cell plans; closed by column or full aggregates (colSums, sum, ``t(P) %*% Q``).
 * Outer: opened by an outer-product-like ``U %*% t(V)`` (small rank); fuses cell-wise operators
-  over the n x m result, closed by ``sum`` or a product with a factor-sized matrix. Its validity
-  (a sparsity-exploiting multiply by the sparse driver) is checked when the CPlan is built.
+  over the n x m result, merges a factor over the driver that keeps its zeros (``X != 0``), closed
+  by ``sum`` or a product with a factor-sized matrix. Its validity (a sparsity-exploiting multiply
+  by the sparse driver) is checked when the CPlan is built.
 * A plan of one operator is pointless for a cell-wise unary or binary operator, but not for an n-ary
   min/max (one pass instead of a chain of binary ones): :func:`solo` says which may be fused alone. Only the heuristic policies build such plans; the
   cost-based one does not weigh them yet.
