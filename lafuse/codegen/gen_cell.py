@@ -325,9 +325,9 @@ def _add(op: str, acc: str, v: str) -> str:
 def flat_ok(c: Canon, agg: str) -> bool:
     """Mode 0 runs one loop over the block's cells in row-major order: a full aggregate or a cell-wise
     result over inputs read cell by cell (no row or column vector, which would need the cell's row or
-    column; nor a seq, which needs the row). Why: the row loop pays its setup per row, and on tall narrow inputs (n x 1 and n x 2
-    vectors of l2svm and multiLogReg) that cost more than the cells; measured sum(x*y*(z+i)) over
-    1e6 x 1: 1.6 ms row by row, 0.6 ms flat (2 threads)."""
+    column; nor a seq, which needs the row). Why: the row loop pays its setup per row, and on tall
+    narrow inputs (n x 1 and n x 2 vectors of l2svm and multiLogReg) that cost more than the cells;
+    measured sum(x*y*(z+i)) over 1e6 x 1: 1.6 ms row by row, 0.6 ms flat (2 threads)."""
     return agg in (NO_AGG, FULL_AGG) and all(
         a in (MAIN, CELL, SCALAR) for a in c.access.values()) and not any(n.op == "seq" for n in c.order)
 

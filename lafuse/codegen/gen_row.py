@@ -176,7 +176,8 @@ class Emitter:
             x0, x1 = ch
             la = f"L{self.idx(x0)}"
             return [f"for q in range({la}):", f"    t{k}[q] = {self.elem(x0, 'q')}",
-                    f"for q in range(L{self.idx(x1)}):", f"    t{k}[{la} + q] = {self.elem(x1, 'q')}", f"{v} = t{k}"]
+                    f"for q in range(L{self.idx(x1)}):", f"    t{k}[{la} + q] = {self.elem(x1, 'q')}",
+                    f"{v} = t{k}"]
         if n.op == "vecmat":
             pa, aa, za = self.arr(ch[0])
             B = f"a{self.slot(ch[1])}"

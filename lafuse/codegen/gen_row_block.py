@@ -54,6 +54,9 @@ from lafuse.hops.cplan import (
     cell_read_inputs,
 )
 
+# row nodes left to the per-row body: seq reads its row index, cbind and rowCumsum fill its row buffers
+PER_ROW_ONLY = ("seq", "cbind", "rowCumsum")
+
 _ZQ = re.compile(r"q \* z(\d+)")
 
 # The block body's modes (runner_row.block_mode): every product with a few columns (prims.small_mm)
@@ -193,7 +196,7 @@ class _Block:
             return [small_branch(f"{m}.shape[1]"), f"    B{k} = empty2{shape}",
                     f"    rows_matmul_small(a{self.slot(ch[0])}, r0, r1, {m}, B{k}, {self.tr})",
                     "else:", f"    {blas}"]
-        if n.op in ("seq", "cbind", "rowCumsum"):  # (seq: the per-row body's row index; others: its buffers)
+        if n.op in PER_ROW_ONLY:
             return None
         if n.op in _ROW_AGG_FOLD and self.tr:
             return self.row_agg_folded(n)
@@ -267,7 +270,7 @@ class _Block:
         inlined (a hand-written Numba loop: 4.5 ms; NumPy's three operators: 13.8 ms)."""
         r = plan.root
         return (plan.agg in (NO_AGG, COL_AGG, COL_AGG_T, FULL_AGG) and self.rv[id(r)]
-                and r.op not in ("input", "literal", "vecmat", "cbind", "seq", "rowCumsum", *_ROW_AGG_FOLD, *ROW_UNARY))
+                and r.op not in ("input", "literal", "vecmat", *PER_ROW_ONLY, *_ROW_AGG_FOLD, *ROW_UNARY))
 
     def consume(self, plan: CPlan) -> list[str] | None:
         r = plan.root

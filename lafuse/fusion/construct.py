@@ -240,13 +240,13 @@ def seq_leaf(h: Hop) -> tuple[float, float] | None:
     None. The increment defaults as the unfused seq's: -1 where from > to."""
     if h.op != "seq" or h.kind != "datagen" or not h.dims_known:
         return None
-    f, t, inc = (sizes.slot_arg(h, k) for k in ("from", "to", "incr"))
-    fv, tv = (sizes.scalar_value(x, None) if x is not None else None for x in (f, t))
-    iv = sizes.scalar_value(inc, None) if inc is not None else None
-    vals = [v for v in (fv, tv, iv) if v is not None]
-    if fv is None or tv is None or (inc is not None and iv is None) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
-            and abs(v) < 2.0 ** 52 for v in vals):
+
+    def exact(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() \
+            and abs(v) < 2.0 ** 52
+
+    fv, tv, iv = (sizes.scalar_value(sizes.slot_arg(h, k)) for k in ("from", "to", "incr"))
+    if not (exact(fv) and exact(tv) and (exact(iv) or iv is None and sizes.slot_arg(h, "incr") is None)):
         return None
     if iv is None or (iv == 1 and fv > tv):
         iv = 1 if fv <= tv else -1
@@ -483,9 +483,7 @@ def _row_cplan(op: FusedOp) -> None:
             out = bld.cell_op(h, [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)])
         elif h.kind == "agg_unary" and h.op in C.ROW_UNARY:
             out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
-        elif row_cumsum_of(h) is not None:
-            src = row_cumsum_of(h)
-            assert src is not None
+        elif (src := row_cumsum_of(h)) is not None:
             out = bld.b.op("rowCumsum", ch[0] if ch[0] is not None else leaf(src))
         elif is_cbind(h):
             parts = [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)]

@@ -20,7 +20,7 @@ from lafuse.feedback import decisions, observed
 from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
 from lafuse.fusion.memo import MemoEntry, MemoTable, explore
 from lafuse.fusion.select import SELECTORS, Context, unfused_cost
-from lafuse.fusion.templates import agg_of, is_matmult, is_transpose
+from lafuse.fusion.templates import agg_of, is_dot
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
@@ -398,12 +398,9 @@ def _dot_product(h: Hop) -> FusedOp | None:
     template takes such products: its multiAggPattern7 reads x and y once for ``t(x) %*% x``,
     ``t(x) %*% y`` and ``t(y) %*% y``). The sparser operand (by its estimate) is the main input,
     whose zeros annihilate ``*`` as the unfused sparse product skips them."""
-    if not (is_matmult(h) and is_transpose(h.inputs[0])):
+    if not is_dot(h):
         return None
     x, y = h.inputs[0].inputs[0], h.inputs[1]
-    if not (x.dt == MATRIX and y.dt == MATRIX and x.dims_known and y.dims_known and x.cols == 1 == y.cols
-            and x.rows == y.rows > 1):
-        return None
     b = C.CPlanBuilder()
     if x is y:
         inputs, expr = [x], b.op("*", b.input(0, C.MAIN), b.input(0, C.MAIN))
@@ -499,10 +496,7 @@ def _spoof(op: FusedOp) -> Hop:
         s.mem, s.out_mem = root.mem, root.out_mem
     if op.plan.agg == C.FULL_AGG and root.dt == MATRIX and not multi:  # a dot product's 1 x 1 matrix
         s.dt, s.vt, s.rows, s.cols, s.nnz = SCALAR, DOUBLE, 0, 0, -1
-        m = Hop("as.matrix", "unary", [s], dt=MATRIX, vt=DOUBLE, span=root.span)
-        m.copy_dims(root)
-        m.mem, m.out_mem = root.mem, root.out_mem
-        return m
+        return _one_by_one(s, root)
     if op.transpose_out:  # t(F) %*% W computed as t(t(W) %*% F)
         s.set_dims(root.cols, root.rows, root.nnz)
         t = Hop("t", "reorg", [s], root.dt, root.vt, span=root.span)
@@ -510,6 +504,15 @@ def _spoof(op: FusedOp) -> Hop:
         t.mem, t.out_mem = root.mem, root.out_mem
         return t
     return s
+
+
+def _one_by_one(s: Hop, root: Hop) -> Hop:
+    """The scalar ``s`` a fused operator computes for ``root``, a dot product's 1 x 1 matrix, as that
+    matrix."""
+    m = Hop("as.matrix", "unary", [s], dt=MATRIX, vt=DOUBLE, span=root.span)
+    m.copy_dims(root)
+    m.mem, m.out_mem = root.mem, root.out_mem
+    return m
 
 
 def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
@@ -520,11 +523,7 @@ def _rewrite(dag: Dag, ops: list[FusedOp]) -> None:
             for k, r in enumerate(op.roots):
                 g = Hop("get", "extract", [s], dt=SCALAR, vt=DOUBLE, span=r.span, params={"index": k})
                 g.rows = g.cols = 0
-                if r.dt == MATRIX:  # a dot product's 1 x 1 matrix (_dot_product)
-                    g = Hop("as.matrix", "unary", [g], dt=MATRIX, vt=DOUBLE, span=r.span)
-                    g.copy_dims(r)
-                    g.mem, g.out_mem = r.mem, r.out_mem
-                repl[r.id] = g
+                repl[r.id] = _one_by_one(g, r) if r.dt == MATRIX else g  # (a dot product's: _dot_product)
         else:
             repl[op.root.id] = s
     for h in walk(dag.roots):

@@ -16,8 +16,8 @@ and operator kinds only: whether a fused operator pays off is the plan selector'
   by ``sum`` or a product with a factor-sized matrix. Its validity (a sparsity-exploiting multiply
   by the sparse driver) is checked when the CPlan is built.
 * A plan of one operator is pointless for a cell-wise unary or binary operator, but not for an n-ary
-  min/max (one pass instead of a chain of binary ones): :func:`solo` says which may be fused alone. Only the heuristic policies build such plans; the
-  cost-based one does not weigh them yet.
+  min/max (one pass instead of a chain of binary ones): :func:`solo` says which may be fused alone.
+  Only the heuristic policies build such plans; the cost-based one does not weigh them yet.
 * MAgg is not explored: full aggregates of selected Cell operators over the same iteration space
   are combined after selection (:func:`lafuse.fusion.construct.combine_multi_aggregates`).
 """
@@ -60,7 +60,8 @@ def is_cellwise(h: Hop) -> bool:
         ok = h.op == "ifelse"
     elif h.kind == "param_builtin" and h.op == "replace":  # an ifelse (construct._Builder.cell_op)
         sl = replace_slots(h)
-        ok = sl is not None and h.inputs[sl[0]].dt == MATRIX and all(h.inputs[k].dt == "scalar" for k in sl[1:])
+        ok = sl is not None and h.inputs[sl[0]].dt == MATRIX \
+            and all(h.inputs[k].dt == "scalar" for k in sl[1:])
     else:
         return False
     return ok and all(i.dt in (MATRIX, "scalar") for i in h.inputs) and _broadcasts(h)
@@ -179,7 +180,8 @@ def is_cbind(h: Hop) -> bool:
     """``cbind`` of matrices over the same rows (of known dims): a Row plan's row is their rows pasted
     (SystemDS's Row template takes it: rowAggPattern35)."""
     return h.op == "cbind" and h.kind in ("nary", "binary") and h.dims_known and h.rows > 1 \
-        and len(h.inputs) >= 2 and all(i.dt == MATRIX and i.dims_known and i.rows == h.rows for i in h.inputs)
+        and len(h.inputs) >= 2 \
+        and all(i.dt == MATRIX and i.dims_known and i.rows == h.rows for i in h.inputs)
 
 
 def _small_side(b: Hop) -> bool:

@@ -35,6 +35,7 @@ from lafuse.hops.cplan import (
     NO_AGG,
     RIGHT_MM,
     ROW_AGG,
+    ROW_UNARY,
     ROWVEC,
     SCALAR,
     CNode,
@@ -266,7 +267,6 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
             return _dense(KERNELS[node.op](a))
         return (math.nan if a != a else 0.0) if node.op == "rowVars" else a  # (one element: _var_axis)
 
-    shape = (n, m)
     def cbind(node: CNode, ev: Any) -> Any:
         vals = [ev(c) for c in node.children]
         return np.hstack([_dense(v) if hasattr(v, "shape") else np.full((n, 1), float(v)) for v in vals])
@@ -275,8 +275,9 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
         v = ev(node.children[0])
         return np.cumsum(_dense(v), axis=1) if hasattr(v, "shape") else v
 
-    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowCumsum": row_cumsum, "rowSums": row_agg, "rowMins": row_agg, "rowMaxs": row_agg,
-             "rowVars": row_agg}
+    shape = (n, m)
+    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowCumsum": row_cumsum,
+             **{op: row_agg for op in ROW_UNARY}}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}
     for r in plan.all_roots():
