@@ -22,7 +22,7 @@ from lafuse import cachedir
 from lafuse.cachedir import PYCACHE
 from lafuse.config import profile_path
 
-RUN_FEEDBACK = ("observed.json", "prestart.json", "decisions.json")  # run feedback beside the kernels (lafuse.feedback)
+RUN_FEEDBACK = ("observed.json", "prestart.json", "decisions.json", "sumproduct.json")  # run feedback beside the kernels (lafuse.feedback)
 MARKERS = ".deferred_*.json"  # one per running background job (lafuse.codegen.deferred)
 STALE_AFTER = 600.0  # s, a background job older than this is taken for dead
 

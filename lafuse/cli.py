@@ -174,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="info: where it is, whether runs use it, what it holds; clear: remove its kernels; "
                         "warm: compile the primitives generated kernels share (make install does it)")
     k.add_argument("--all", action="store_true",
-                   help="clear: also the run feedback (observed.json, prestart.json, decisions.json) and the hardware profile")
+                   help="clear: also the run feedback (observed.json, prestart.json, decisions.json, sumproduct.json) and the hardware profile")
     k.add_argument("--config", help="JSON config file (for cache_max_bytes)")
     return p
 
@@ -439,14 +439,19 @@ def tune_malloc() -> bool:
 
 
 def _save_observed(cfg: Any) -> None:
-    """Record how often each fusion candidate's block ran (feedback.observed) and the cost-based
-    decisions made (feedback.decisions), for later runs."""
-    if not (cfg.codegen and "lafuse.fusion" in sys.modules):  # (else nothing was weighed)
-        return
-    from lafuse.feedback import decisions, observed  # deferred: only after a run that fused
+    """Record how often each fusion candidate's block ran (feedback.observed), the cost-based
+    decisions made (feedback.decisions) and the sum-product regions without a candidate plan
+    (feedback.sumproduct), for later runs."""
+    saves = []
+    verdicts = sys.modules.get("lafuse.feedback.sumproduct")  # (loaded: the sum-product rule ran)
+    if verdicts is not None:
+        saves.append((cfg.fusion_reuse, verdicts.save, "sum-product verdicts"))
+    if cfg.codegen and "lafuse.fusion" in sys.modules:  # (else nothing was weighed)
+        from lafuse.feedback import decisions, observed  # deferred: only after a run that fused
 
-    for on, save, what in ((cfg.fusion_observed, observed.save, "observed block executions"),
-                           (cfg.fusion_reuse, decisions.save, "fusion decisions")):
+        saves += [(cfg.fusion_observed, observed.save, "observed block executions"),
+                  (cfg.fusion_reuse, decisions.save, "fusion decisions")]
+    for on, save, what in saves:
         if on:
             try:
                 save()

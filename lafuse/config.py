@@ -19,11 +19,9 @@ class Config:
     rewrites: bool = True  # master switch of HOP rewrites
     disabled_rules: tuple[str, ...] = ()  # rule names (see lafuse.rewrite.RULES) switched off
     # sum-product optimization (paper 001 §3, rewrite.sumproduct): aggregation/selection push-down, join
-    # elimination and ordering chosen by cost with fusion; off: those expressions stay as written. Off by
-    # default (env LAFUSE_SUM_PRODUCT=1 turns it on): its enumeration and costing at every dynamic
-    # recompilation of a mini-batch loop body cost more than they save there (benchmarks/sumproduct.py,
-    # README "Sum-product optimization")
-    sum_product: bool = field(default_factory=lambda: os.environ.get("LAFUSE_SUM_PRODUCT", "0") == "1")
+    # elimination and ordering chosen by cost with fusion; off (env LAFUSE_SUM_PRODUCT=0): those
+    # expressions stay as written (README "Sum-product optimization")
+    sum_product: bool = field(default_factory=lambda: os.environ.get("LAFUSE_SUM_PRODUCT", "1") != "0")
     dynamic_recompile: bool = True  # recompile blocks whose sizes were unknown at compile time
     # execution
     # auto | local | dask: where operators run (plan.exectype): auto sends an operator whose memory need
@@ -65,7 +63,8 @@ class Config:
     # weigh fusion candidates by the block executions earlier runs observed, and record them (feedback.observed)
     fusion_observed: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_OBSERVED", "1") != "0")
     # reuse an earlier run's cost-based decision for a DAG where nothing it rests on changed
-    # (feedback.decisions); env LAFUSE_FUSION_REUSE=0 turns it off
+    # (feedback.decisions), and its sum-product regions without a candidate plan (feedback.sumproduct);
+    # env LAFUSE_FUSION_REUSE=0 turns it off
     fusion_reuse: bool = field(default_factory=lambda: os.environ.get("LAFUSE_FUSION_REUSE", "1") != "0")
     # the one switch of every background job `lafuse run` may leave after it exits (deferred kernel
     # compiles, automatic calibration; codegen.deferred): `--no-background` or env LAFUSE_BACKGROUND=0

@@ -6,9 +6,6 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("LAFUSE_CHECK_METADATA", "1")
-# the sum-product rule (off by default, config.Config.sum_product) is on for the suite: its goldens and
-# tests, and every other test's scripts run through it (tests that need an expression as written say so)
-os.environ.setdefault("LAFUSE_SUM_PRODUCT", "1")
 os.environ.setdefault("LAFUSE_VALIDATE", "1")
 # no background compiles from the CLI runs of the test suite (tests/fusion/test_deferred.py turns
 # them on where it tests them)

@@ -146,6 +146,11 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+def source_digest() -> str:
+    """The digest of lafuse's source, computed once per process."""
+    return _once("source", _source_digest)
+
+
 def _profile_stamp() -> str:
     """The hardware profile's file as the key sees it (path, inode, size, modification time; absent:
     the built-in defaults, which the source digest covers): reading and validating it means importing

@@ -19,10 +19,11 @@ the row's sum.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
+from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop
 from lafuse.rewrite.core import Ctx
 from lafuse.rewrite.sumproduct.ir import Index, Keep, Region, Term
 
@@ -249,8 +250,17 @@ def op_work(h: Hop) -> float:
 
 
 def work(root: Hop, mark: int) -> float:
-    """op_work summed over the HOPs under ``root`` created after id ``mark`` (a plan's own)."""
-    return sum(op_work(h) for h in walk([root]) if h.id > mark and not h.is_literal)
+    """op_work summed over the HOPs under ``root`` created after id ``mark`` (a plan's own): the walk
+    stops at older HOPs (a plan's leaves), whose inputs may be a whole program's DAG."""
+    total, seen, stack = 0.0, set(), [root]
+    while stack:
+        h = stack.pop()
+        if h.id <= mark or h.id in seen or h.is_literal:
+            continue
+        seen.add(h.id)
+        total += op_work(h)
+        stack.extend(h.inputs)
+    return total
 
 
 def structure(h: Hop, mark: int, inside: frozenset[int] = frozenset()) -> object:
@@ -269,10 +279,10 @@ def structure(h: Hop, mark: int, inside: frozenset[int] = frozenset()) -> object
 Recipe = tuple[tuple[object, bool], ...]  # per term: its join tree and whether aggregations push down
 
 
-def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
+def join_size(term: Term, tree: object, extents: dict[str, int], reread: bool = True) -> float:
     """Cells of the joins of ``tree`` with every index summed as soon as nothing else needs it (twice
-    where an aggregation, not a matrix multiply, sums a join's result): the classic join-ordering
-    cost, which ranks a term's trees before any HOP is built."""
+    where an aggregation, not a matrix multiply, sums a join's result, unless not ``reread``): the
+    classic join-ordering cost, which ranks a term's trees before any HOP is built."""
     rel = [set(f.indices) for f in term.factors if f.indices]
     keep = {i for i in term.keep if i is not None}
 
@@ -292,7 +302,7 @@ def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
                 x -= lone
         size = cells(a | b, extents)
         summed = (a | b) - needed
-        if summed and not (len(a | b) == 3 and len(summed) == 1):
+        if reread and summed and not (len(a | b) == 3 and len(summed) == 1):
             size *= 2  # (not a matrix multiply: an aggregation reads the join's result again)
         return (a | b) & needed, ca + cb + size
 
@@ -302,16 +312,92 @@ def join_size(term: Term, tree: object, extents: dict[str, int]) -> float:
 MAX_TREES_BUILT = 4  # per term, the trees of least join size that are built and ranked by work
 
 
+def least_tree_size(term: Term, extents: dict[str, int]) -> float:
+    """The least ``join_size(..., reread=False)`` over all join trees of ``term``'s relations, by dynamic
+    programming over subsets of relations (the indices a subtree must keep are the output's and the
+    ones outside it, so a subset's best tree does not depend on the rest): 3^n / 2 steps instead of
+    (2n-3)!! trees."""
+    rel = [f.indices for f in term.factors if f.indices]
+    names = sorted({i for r in rel for i in r})
+    bit = {i: 1 << k for k, i in enumerate(names)}
+    rmask = [sum(bit[i] for i in set(r)) for r in rel]
+    keep = sum(bit.get(i, 0) for i in {i for i in term.keep if i is not None})
+    n = len(rel)
+    full = (1 << n) - 1
+    ind = [0] * (full + 1)  # indices the relations of a subset hold
+    for s in range(1, full + 1):
+        low = s & -s
+        ind[s] = ind[s ^ low] | rmask[low.bit_length() - 1]
+    sizes: dict[int, float] = {}
+
+    def size(m: int) -> float:
+        if m not in sizes:
+            sizes[m] = cells([i for i in names if m & bit[i]], extents)
+        return sizes[m]
+
+    best = [0.0] * (full + 1)
+    res = [0] * (full + 1)  # indices a subset's join result keeps
+    for s in range(1, full + 1):
+        needed = keep | ind[full ^ s]
+        if s & (s - 1) == 0:
+            res[s] = ind[s]
+            continue
+        low = s & -s
+        top = float("inf")
+        a = (s - 1) & s
+        while a:  # (each split once: the lowest relation stays in a)
+            if a & low:
+                b = s ^ a
+                ra, rb = res[a], res[b]
+                cost = best[a] + best[b]
+                lone = ra & ~rb & ~needed  # (a lone relation's own index: summed before the join)
+                if lone:
+                    cost, ra = cost + size(ra), ra & ~lone
+                lone = rb & ~ra & ~needed
+                if lone:
+                    cost, rb = cost + size(rb), rb & ~lone
+                top = min(top, cost + size(ra | rb))
+            a = (a - 1) & s
+        best[s] = top
+        res[s] = ind[s] & needed
+    return best[full]
+
+
 def least_join_size(region: Region) -> float:
-    """A lower bound of any plan's work: each join is an operator touching at least the cells of its
-    indices' union (op_work), and every plan joins each term's relations by some tree."""
+    """A lower bound of any plan's work (op_work summed over the HOPs a plan builds). Each join is an
+    operator touching at least the cells of its indices' union (an element-wise product, a matrix
+    multiply of any shape, an outer product), every plan joins each term's relations by some tree,
+    and an index only one relation holds is summed out of it first, reading it. Around the joins,
+    every plan ``term_hop`` builds has the same operators, each counted at the least cells it can
+    touch: a lone factor's aggregation reads it, a run-time scalar multiplies the first relation, a
+    coefficient multiplies the term's output, each further term is added to the output. What two
+    operators of a plan may share (equal HOPs are one: a relation read twice, in one term or two) is
+    not counted: equal terms count once, and a term holding a relation another factor also holds
+    counts no joins. (The bound decides which regions are planned at all: a region whose written
+    form no plan can undercut is not built, the rule's main cost at every recompilation.)"""
+    ext = region.extents
+    terms: dict[tuple, Term] = {}
+    for _, t in region.plan.terms:
+        terms.setdefault((tuple(sorted(f.hop.id for f in t.factors)), t.keep), t)
+    uses = Counter(f.hop.id for t in terms.values() for f in t.factors)
     total = 0.0
-    for _, term in region.plan.terms:
-        n = sum(1 for f in term.factors if f.indices)
-        if 1 < n <= 4:
-            total += min(join_size(term, t, region.extents) for t in trees(n))
-        elif n > 4:  # (105 trees and more: every plan reads each relation at least once)
-            total += sum(cells(f.indices, region.extents) for f in term.factors)
+    for term in terms.values():
+        rel = [f for f in term.factors if f.indices]
+        n = len(rel)
+        if not n:
+            continue
+        keep = {i for i in term.keep if i is not None}
+        if all(uses[f.hop.id] == 1 for f in term.factors):
+            if 1 < n <= MAX_TREE_FACTORS:
+                total += least_tree_size(term, ext)
+            elif n > MAX_TREE_FACTORS and isinstance(term.tree, tuple):  # (its written tree only)
+                total += join_size(term, term.tree, ext, reread=False)
+            elif n == 1 and set(rel[0].indices) - keep:
+                total += cells(set(rel[0].indices), ext)
+            total += (len(term.factors) - n) * cells(set(rel[0].indices), ext)
+        total += cells(keep, ext) if term.coef != 1.0 else 0.0
+    if len(region.plan.terms) > 1:
+        total += (len(region.plan.terms) - 1) * cells({i for i in region.plan.terms[0][1].keep if i is not None}, ext)
     return total
 
 
