@@ -130,25 +130,7 @@ def _corrupt(e: Exception) -> None:
 
 
 def _source_digest() -> str:
-    """lafuse's own source (every module's size and modification time): a changed cost model or
-    optimizer must not replay what the old one decided."""
-    h = hashlib.sha256()
-    todo = [str(Path(__file__).resolve().parent.parent)]
-    while todo:  # (os.scandir: directories told apart without a stat; ~0.45 ms for ~130 modules)
-        with os.scandir(todo.pop()) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for e in entries:
-            if e.name.endswith((".py", ".dml")) and e.is_file():
-                st = e.stat()
-                h.update(f"{e.path}:{st.st_size}:{st.st_mtime_ns};".encode())
-            elif e.name != "__pycache__" and e.is_dir():
-                todo.append(e.path)
-    return h.hexdigest()
-
-
-def source_digest() -> str:
-    """The digest of lafuse's source, computed once per process."""
-    return _once("source", _source_digest)
+    return observed.source_digest()
 
 
 def _profile_stamp() -> str:

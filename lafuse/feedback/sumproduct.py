@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lafuse.feedback import decisions, observed
-
 FILE = "sumproduct.json"
 MAX_KEYS = 8192  # ~40 bytes each
 
@@ -33,15 +31,19 @@ _read: set[str] = set()  # file paths read by this process
 
 
 def _parse(raw: Any) -> list[str]:
+    from lafuse.feedback import observed
+
     if not isinstance(raw, dict) or not isinstance(raw.get("source"), str) \
             or not isinstance(raw.get("keys"), list) or not all(isinstance(k, str) for k in raw["keys"]):
         raise ValueError("not a list of region keys")
-    return raw["keys"] if raw["source"] == decisions.source_digest() else []
+    return raw["keys"] if raw["source"] == observed.source_digest() else []
 
 
 def _load(persist: bool) -> None:
     if not persist:
         return
+    from lafuse.feedback import observed  # deferred: only when a region is looked up (~1 ms)
+
     path = observed.cache_path(FILE)
     if str(path) not in _read:
         _read.add(str(path))
@@ -67,11 +69,13 @@ def save() -> int:
     """Merge this process's keys into the file (the newest kept); how many were new."""
     if not _new:
         return 0
+    from lafuse.feedback import observed
+
     path = observed.cache_path(FILE)
     old = observed.read_feedback(path, _parse) or []
     fresh = set(_new)
     keys = [k for k in old if k not in fresh] + _new
-    observed.write_json(path, {"source": decisions.source_digest(),
+    observed.write_json(path, {"source": observed.source_digest(),
                                "keys": keys[-MAX_KEYS:]})
     n = len(_new)
     _new.clear()

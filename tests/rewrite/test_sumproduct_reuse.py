@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 from lafuse.compiler import Compiler, run_dml
 from lafuse.config import Config
-from lafuse.feedback import decisions
+from lafuse.feedback import observed
 from lafuse.feedback import sumproduct as verdicts
 from lafuse.rewrite.sumproduct import plans as P
 from lafuse.rewrite.sumproduct import rule as R
@@ -180,7 +180,7 @@ def test_lafuse_run_saves_the_verdicts_for_later_runs(tmp_path):
     first = _cli(script, cache)
     assert _translated(first) > 0
     saved = json.loads((cache / verdicts.FILE).read_text())
-    assert saved["keys"] and saved["source"] == decisions.source_digest()
+    assert saved["keys"] and saved["source"] == observed.source_digest()
     second = _cli(script, cache)
     assert _translated(second) == 0  # every region known from the file
     assert second.stdout.splitlines()[0] == first.stdout.splitlines()[0]
