@@ -268,6 +268,17 @@ def _consume_sparse(e: Emitter, plan: CPlan) -> tuple[list[str], list[str]]:
     return checks, [f"sp_outer_add({rng}, {ab}, {zb}, L{k2}, acc)"]
 
 
+def skips_empty_rows(e: Emitter, plan: CPlan, checks: list[str]) -> bool:
+    """The sparse body may skip an empty row of the CSR main (SystemDS's sparse-safe row template):
+    its output is an aggregate the row's stored entries alone add to (a sparse root consumed over
+    [lo, hi): nothing when lo == hi), and no check could send the row to the dense body, where a
+    NaN scale would meet its zeros. Then a row's nodes (vecmat's buffers, dots, row aggregates) cost
+    nothing for the empty rows of an ultra-sparse main."""
+    if plan.agg == NO_AGG or id(plan.root) not in e.info.sparse:
+        return False
+    return not checks or plan.root.op == "input"
+
+
 def mmchain(c: Canon, plan: CPlan) -> tuple[int, int] | None:
     """(main slot, MATRIX slot) of ``X * (X %*% v)`` summed over rows (``t(X) %*% (X %*% v)``): a
     dense main with a one-column v runs the block loop :func:`prims.rows_dot_axpy` (mode 4)."""
@@ -330,14 +341,19 @@ def generate_row(plan: CPlan, key: str) -> str:
         dense_body += indent(e.node(plan.root, False) + _consume_dense(e, plan), 1)
     row = ["use_dense = mode != 2"]
     if info.sparse_ok:
-        sparse_body = [f"lo = p{ms}[i]", f"hi = p{ms}[i + 1]", "bad = False"]
+        nodes: list[str] = []
         for n in c.order:
-            sparse_body += e.node(n, True)
+            nodes += e.node(n, True)
         if id(plan.root) in info.sparse:
             checks, accum = _consume_sparse(e, plan)
         else:
             checks, accum = [], _consume_dense(e, plan)
-        sparse_body += checks + ["if bad:", "    use_dense = True", "else:"] + indent(accum, 1)
+        body = nodes + checks + ["if bad:", "    use_dense = True", "else:"] + indent(accum, 1)
+        sparse_body = [f"lo = p{ms}[i]", f"hi = p{ms}[i + 1]", "bad = False"]
+        if skips_empty_rows(e, plan, checks):  # (sparse-safe: an empty row adds nothing)
+            sparse_body += ["if lo < hi:"] + indent(body, 1)
+        else:
+            sparse_body += body
         row += ["if mode == 2:"] + indent(sparse_body, 1)
     row += ["if use_dense:"] + indent(dense_body, 1)
     block = ["r0 = b * rpb", "r1 = imin(n, r0 + rpb)", *alloc]

@@ -349,6 +349,32 @@ def test_row_template_variants(name):
             check(f"row-{name}", plan, row_inputs(kind, sm, ss, seed=k))
 
 
+@pytest.mark.parametrize("name, skips", [("tXXv", True), ("tXwXv", True), ("tXXV", True), ("rowSumsXY", False),
+                                         ("colSumsXrs", False), ("softmax", False)])
+def test_a_sparse_safe_row_plan_skips_the_empty_rows_of_a_sparse_main(name, skips):
+    """SystemDS's sparse-safe row template: over a CSR main, a plan whose output only the row's stored
+    entries add to (a sparse root aggregated over [lo, hi), no check that could send the row to the
+    dense body) skips empty rows; X / rowSums(X) does not (its empty rows are 0 / 0), nor a plan with
+    one output row per input row. Values as the NumPy spec and the unfused run, with NaN/Inf in the
+    dense factors (w's NaN falls on empty rows too)."""
+    plan, text = row_plans()[name]
+    op = compiled(f"row-skip-{name}", plan)
+    assert ("if lo < hi:" in op.source) == skips
+    rng = np.random.default_rng(3)
+    for special in (False, True):
+        ins = row_inputs("sparse", False, special, seed=2, shape=(400, 30))
+        X = rand_csr(400, 30, 0.3, seed=4).tolil()
+        X[rng.random(400) < 0.9, :] = 0.0  # ~90% of the rows empty
+        ins[0] = sps.csr_matrix(X)
+        if special:
+            ins[3][::7] = math.nan
+        check(f"row-skip-{name}", plan, ins)
+        if skips:
+            with cfgmod.using(rewrites=False):
+                res = run_dml(text, dict(zip(["X", "v", "V", "w", "Y", "c", "s", "P", "O"], ins)), ["R"])["R"]
+            assert same(op(ins), res), (name, special)
+
+
 @pytest.mark.parametrize("name", list(row_plans()))
 def test_row_reference_equals_unfused_dml(name):
     plan, text = row_plans()[name]
