@@ -165,15 +165,18 @@ class Compiler:
 
         return optimizer.dag_cost(dag, self.cfg, hints=hints)
 
-    def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
+    def lower_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None,
+                  recompile: bool = False) -> Plan:
         """The plan of ``dag`` (plan_dag), bound to its backends' code (runtime.bind)."""
-        return bind(self.plan_dag(dag, weight, st), self.backends)
+        return bind(self.plan_dag(dag, weight, st, recompile), self.backends)
 
-    def plan_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None) -> Plan:
+    def plan_dag(self, dag: Dag, weight: float = 1.0, st: dict[str, Any] | None = None,
+                 recompile: bool = False) -> Plan:
         """The physical plan of ``dag``, unbound: nothing is compiled or loaded. Fusion (when codegen is
         on) rewrites a copy of the DAG right before, so it sees the sizes of the static compile or of
         the current dynamic recompilation; ``st`` (the symbol table when the runtime plans a block)
-        gives it the non-zeros of the variables read; ``weight``: the block's expected executions."""
+        gives it the non-zeros of the variables read; ``weight``: the block's expected executions;
+        ``recompile``: a dynamic recompilation (fusion's literal policy tells it from a first plan)."""
         if self.cfg.codegen and may_distribute_products(dag, self.cfg.exec_type):
             # deferred: the plan generator, only for a block with products that may run on the cluster
             from lafuse.fusion import fuseme
@@ -190,7 +193,8 @@ class Compiler:
             hints = None
             if st is not None:
                 hints = {n: nnz_estimate(st[n]) for n in dag.reads() if n in st and is_matrix(st[n])}
-            dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints)
+            dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints,
+                                     recompile=recompile)
         plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type,
                      cluster=lambda: self.cluster_shape, squared_loss=self.cfg.squared_loss)
         plan.candidates = dag.candidates

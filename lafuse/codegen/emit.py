@@ -8,6 +8,7 @@ them), never by the plan's own input positions or literal values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,12 +38,23 @@ class Canon:
     access: dict[int, str] = field(default_factory=dict)  # canonical slot -> access
     lit: dict[int, int] = field(default_factory=dict)  # id(literal node) -> canonical index
     nlits: int = 0
+    consts_finite: bool = True  # every literal the kernel holds as a constant is finite
     perm: tuple[int, ...] = ()
     mm_slot: int = -1
     memo: dict[str, Any] = field(default_factory=dict)  # per-template analyses of this plan
 
     def var(self, n: CNode) -> str:
         return self.name[id(n)]
+
+    def literal(self, n: CNode) -> str:
+        """A literal's value in the kernel: its ``lits`` argument, or the constant itself."""
+        k = self.lit.get(id(n))
+        if k is not None:
+            return f"lits[{k}]"
+        v = float(n.arg)  # type: ignore[arg-type]
+        if v != v:
+            return "np.nan"
+        return repr(v) if abs(v) != float("inf") else ("np.inf" if v > 0 else "-np.inf")
 
 
 def canon(plan: CPlan) -> Canon:
@@ -57,8 +69,10 @@ def canon(plan: CPlan) -> Canon:
         if id(n) in seen:
             return
         seen.add(id(n))
-        if n.op == "literal":
+        if n.op == "literal" and not plan.is_const(n):
             c.lit[id(n)] = len(c.lit)
+        elif n.op == "literal":
+            c.consts_finite &= math.isfinite(float(n.arg))  # type: ignore[arg-type]
         for ch in n.children:
             walk(ch)
         if n.op == "input":

@@ -291,7 +291,7 @@ def _top(c: Canon) -> list[str]:
         if lv[id(n)] != 0:
             continue
         if n.op == "literal":
-            lines.append(f"{c.var(n)} = lits[{c.lit[id(n)]}]")
+            lines.append(f"{c.var(n)} = {c.literal(n)}")
         elif n.op == "input":
             lines.append(f"{c.var(n)} = sc[{c.slot[int(n.arg)]}]")  # type: ignore[call-overload]
         else:

@@ -48,7 +48,7 @@ def generate_outer(plan: CPlan, key: str) -> str:
     for n in c.order:
         v = c.var(n)
         if n.op == "literal":
-            top.append(f"{v} = lits[{c.lit[id(n)]}]")
+            top.append(f"{v} = {c.literal(n)}")
             continue
         if n.op == "uv":
             if not us or not vs:

@@ -306,7 +306,7 @@ def generate_row(plan: CPlan, key: str) -> str:
     for n in c.order:
         k = e.idx(n)
         if n.op == "literal":
-            top.append(f"{e.v(n)} = lits[{c.lit[id(n)]}]")
+            top.append(f"{e.v(n)} = {c.literal(n)}")
         elif n.op == "input" and n.access == SCALAR:
             top.append(f"{e.v(n)} = sc[{e.slot(n)}]")
         elif n.op == "input" and n.access == COLVEC:

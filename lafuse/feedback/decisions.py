@@ -173,7 +173,7 @@ def _config_text(cfg: Any) -> str:
 
 
 def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, float] | None, cfg: Any,
-        prof: Any = None) -> str | None:
+        prof: Any = None, literals: str = "none") -> str | None:
     """The decision key of a DAG (its HOPs ``order``ed, inputs first, and ``roots``) or None when
     it cannot be keyed (a parameter without a stable text: an object shown by address). ``prof``: the
     hardware profile given to the optimizer; None, the one it loads, keyed by its file."""
@@ -190,7 +190,7 @@ def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, floa
     if " at 0x" in text:
         return None
     state = ("numba" in sys.modules, "lafuse.codegen" in sys.modules, "scipy.linalg.cython_blas" in sys.modules)
-    head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg),
+    head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg), literals,
             _once("profile", _profile_stamp) if prof is None else repr(asdict(prof)), repr(state),
             _once("source", _source_digest), _once("feedback", _feedback_digest),
             _once("kernels", _kernels_digest)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lafuse.feedback import decisions, observed
+from lafuse.hops import cplan as C
 from lafuse.hops.hop import MATRIX
 from lafuse.hops.program import Dag
 
@@ -82,19 +83,41 @@ def _has_candidates(dag: Dag, bare: bool) -> bool:
 
 
 def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: HardwareProfile | None = None,
-             weight: float = 1.0, hints: dict[str, float] | None = None) -> tuple[Dag, MemoTable | None]:
+             weight: float = 1.0, hints: dict[str, float] | None = None,
+             recompile: bool = False) -> tuple[Dag, MemoTable | None]:
     """A copy of ``dag`` with fused operators (the input DAG is not modified); ``weight`` is how
     often the block is expected to run (loop bodies), which amortizes compilation; ``hints`` are
     the non-zeros of the variables the block reads (the runtime knows them when it lowers a block;
-    HOPs keep nnz unknown so cached plans stay valid for other values)."""
+    HOPs keep nnz unknown so cached plans stay valid for other values); ``recompile``: a dynamic
+    recompilation, not a block's first plan (the literal policy, config codegen_literals)."""
     if not _has_candidates(dag, cfg.fusion != "cost"):
         return dag, None
+    token = C.CONST_LITS.set(const_literals(getattr(cfg, "codegen_literals", "args"), recompile))
+    try:
+        return _optimize(dag, cfg, stats, prof, weight, hints)
+    finally:
+        C.CONST_LITS.reset(token)
+
+
+def const_literals(policy: str, recompile: bool) -> str:
+    """The CPlan literal mode (CPlan.const_lits) of a config policy: paper 001 §4.4's CSLH makes every
+    literal a constant when a block is first planned and, at a dynamic recompilation, only the integer
+    ones (a step size changing every iteration must not compile a kernel per value)."""
+    if policy == "constants":
+        return "all"
+    if policy == "cslh":
+        return "int" if recompile else "all"
+    return "none"
+
+
+def _optimize(dag: Dag, cfg: Any, stats: FusionStats | None, prof: HardwareProfile | None, weight: float,
+              hints: dict[str, float] | None) -> tuple[Dag, MemoTable | None]:
     t0 = time.perf_counter()
     st = stats or FusionStats()
     reuse = None
     if cfg.fusion == "cost" and getattr(cfg, "fusion_reuse", False) and not _numba_started():
         order = dag.hops()
-        reuse = decisions.key(order, dag.roots, weight, hints, cfg, prof)
+        reuse = decisions.key(order, dag.roots, weight, hints, cfg, prof, C.CONST_LITS.get())
         earlier = decisions.lookup(reuse) if reuse is not None else None
         if earlier is not None and earlier.cuts is None:
             # unfused: the DAG as it is (its HOPs, which lowering reads and does not change, as without

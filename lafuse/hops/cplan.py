@@ -36,6 +36,8 @@ plan cache of paper 001 sec. 4.4: literals are kernel arguments, CSLH).
 from __future__ import annotations
 
 import hashlib
+import math
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from lafuse.lang.builtins import ZERO_PRESERVING_UNARY
@@ -98,6 +100,10 @@ class CNode:
         return f"{self.op}({', '.join(map(repr, self.children))})"
 
 
+# the literal policy of the CPlans being built (set by fusion.optimize for one DAG)
+CONST_LITS: ContextVar[str] = ContextVar("const_lits", default="none")
+
+
 @dataclass
 class CPlan:
     """``root`` is the output expression (``roots``/``agg_ops`` for magg, where ``root`` is the
@@ -118,6 +124,32 @@ class CPlan:
     # row template: the inputs it reads cell by cell are narrow (at most NARROW_ROW_COLS columns when
     # fused), so the generated block body is the transposed one (codegen.gen_row_block)
     narrow: bool = False
+    # which literals the kernel's source holds as constants instead of reading them from its ``lits``
+    # argument (config codegen_literals): "none", "all", or "int" (the finite integer ones); a plan
+    # takes the policy of the fusion.optimize call that builds it (CONST_LITS)
+    const_lits: str = field(default_factory=lambda: CONST_LITS.get())
+
+    def is_const(self, n: CNode) -> bool:
+        """Whether literal ``n`` is a constant of the kernel (part of its canonical hash)."""
+        if self.const_lits == "all":
+            return True
+        v = float(n.arg)  # type: ignore[arg-type]
+        return self.const_lits == "int" and math.isfinite(v) and v.is_integer()
+
+    def literal_values(self) -> list[float]:
+        """Every literal of the plan, constants included (the runner's finiteness checks)."""
+        out: list[float] = []
+        seen: set[int] = set()
+        stack = list(self.all_roots())
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.op == "literal":
+                out.append(float(n.arg))  # type: ignore[arg-type]
+            stack.extend(n.children)
+        return out
 
     def all_roots(self) -> tuple[CNode, ...]:
         if self.template == "magg":
@@ -126,8 +158,9 @@ class CPlan:
 
     def canonical_key(self) -> tuple[str, tuple[int, ...], tuple[float, ...]]:
         """(hash, input permutation, literal values): the hash is equal for plans that differ only in
-        input order and literal values; the permutation maps canonical input slots to this plan's
-        input positions, the literals are the kernel's scalar arguments in canonical order."""
+        input order and the values of literals that are arguments; the permutation maps canonical input
+        slots to this plan's input positions, the literals are the kernel's scalar arguments in canonical
+        order (a constant literal, ``const_lits``, is in the hash by its value instead)."""
         order: list[int] = []
         lits: list[float] = []
         memo: dict[int, str] = {}
@@ -141,6 +174,8 @@ class CPlan:
                 if pos not in order:
                     order.append(pos)
                 s = f"i{order.index(pos)}:{n.access}"
+            elif n.op == "literal" and self.is_const(n):
+                s = f"c{float(n.arg)!r}"  # type: ignore[arg-type]
             elif n.op == "literal":
                 lits.append(float(n.arg))  # type: ignore[arg-type]
                 s = f"l{len(lits) - 1}"

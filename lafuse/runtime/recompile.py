@@ -168,7 +168,7 @@ def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
         return plan
     t0 = time.perf_counter()
     dag = recompile_dag(b.dag, st, interp.compiler, scalars=b.size_scalars)
-    plan = interp.compiler.lower_dag(dag, b.weight, st)
+    plan = interp.compiler.lower_dag(dag, b.weight, st, recompile=True)
     if len(cache) >= MAX_CACHED_PLANS:
         cache.pop(next(iter(cache)))
     cache[sig] = plan

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -642,6 +643,90 @@ def test_plan_cache_shares_kernels_across_input_order_and_literals():
     op3 = fused.compile_plan(p2)  # from disk now
     assert codegen.cache_stats()["disk_hits"] == after["disk_hits"] + 1
     assert same(op3([A, B]), evaluate(p2, [A, B]))
+
+
+def _lit_plan(lits: tuple[float, float], mode: str) -> CPlan:
+    b = CPlanBuilder()
+    x, y = b.input(0, MAIN), b.input(1, CELL)
+    root = b.op("+", b.op("*", b.op("*", x, y), b.literal(lits[0])), b.literal(lits[1]))
+    plan = CPlan("cell", root, ROW_AGG, "sum", ninputs=2)
+    plan.const_lits = mode
+    return plan
+
+
+def test_literal_policies_specialize_constants_and_key_the_plan_cache_by_them():
+    """Config codegen_literals (paper 001 §4.4): literals as kernel arguments share one kernel across
+    values; as constants they are in the source and the canonical hash; CSLH's recompilation mode
+    keeps the integer ones constant and the others arguments."""
+    rng = np.random.default_rng(2)
+    A, B = rng.normal(size=(30, 6)), rng.normal(size=(30, 6))
+    keys = {}
+    for mode in ("none", "all", "int"):
+        for lits in ((2.5, 3.0), (0.5, 3.0), (2.5, 4.0)):
+            plan = _lit_plan(lits, mode)
+            key, _, args = plan.canonical_key()
+            keys[mode, lits] = key
+            assert args == {"none": lits, "all": (), "int": (lits[0],)}[mode]
+            op = fused.compile_plan(plan)
+            assert ("lits[" in op.source) == (mode != "all")
+            assert (repr(lits[1]) in op.source) == (mode != "none")
+            assert same(op([A, B]), (A * B * lits[0] + lits[1]).sum(axis=1, keepdims=True))
+    assert keys["none", (2.5, 3.0)] == keys["none", (0.5, 3.0)] == keys["none", (2.5, 4.0)]
+    assert len({keys["all", lits] for lits in ((2.5, 3.0), (0.5, 3.0), (2.5, 4.0))}) == 3
+    assert keys["int", (2.5, 3.0)] == keys["int", (0.5, 3.0)] != keys["int", (2.5, 4.0)]
+    assert keys["none", (2.5, 3.0)] != keys["all", (2.5, 3.0)] != keys["int", (2.5, 3.0)]
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 2.5])
+def test_a_constant_literal_keeps_the_finiteness_check_of_the_sparse_mode(value):
+    """A sparse main runs the sparse-safe mode only where every literal is finite; a constant one is
+    no kernel argument, and is checked as well (X * Inf is NaN at X's zeros in the dense mode)."""
+    b = CPlanBuilder()
+    x = b.input(0, MAIN)
+    ins = [rand_csr(40, 30, 0.1, seed=1)]
+    got = {}
+    for mode in ("none", "all"):
+        plan = CPlan("cell", b.op("*", x, b.literal(value)), FULL_AGG, "sum", sparse_safe=True, ninputs=1)
+        plan.const_lits = mode
+        got[mode] = compiled(f"const-{mode}-{value}", plan)(ins)
+        assert same(got[mode], evaluate(plan, ins)), (mode, value)
+    assert same(got["none"], got["all"])
+
+
+@pytest.mark.parametrize("policy", ["args", "constants", "cslh"])
+def test_literal_policies_compute_the_same_values(policy):
+    """A loop body recompiled at run time (its sizes unknown before) and a block planned once, under
+    each policy: equal values; under CSLH the first plan's literals are constants, the recompiled
+    body's integer ones only."""
+    from lafuse.fusion import const_literals
+
+    assert const_literals(policy, False) == {"args": "none", "constants": "all", "cslh": "all"}[policy]
+    assert const_literals(policy, True) == {"args": "none", "constants": "all", "cslh": "int"}[policy]
+    text = """
+s = 0
+for (i in 1:3) {
+  Xb = X[1:(10 * i), ]
+  s = s + sum(Xb * 2.5 + Xb ^ 2 * i / 7)
+}
+R = sum(X * 0.5 - 3) + s
+"""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 12))
+    built: list[CPlan] = []
+    real = fused.compile_plan
+
+    def recording(plan, *a, **k):
+        built.append(plan)
+        return real(plan, *a, **k)
+
+    with mock.patch.object(fused, "compile_plan", recording), \
+            cfgmod.using(codegen_literals=policy, fusion="fuse-all"):
+        got = run_dml(text, {"X": X}, ["R"])["R"]
+    with cfgmod.using(codegen=False):
+        want = run_dml(text, {"X": X}, ["R"])["R"]
+    assert got == pytest.approx(want, rel=1e-12)
+    modes = {p.const_lits for p in built}
+    assert modes == {"args": {"none"}, "constants": {"all"}, "cslh": {"all", "int"}}[policy], modes
 
 
 def test_shape_mismatch_raises_value_error():

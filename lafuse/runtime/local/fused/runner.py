@@ -293,7 +293,7 @@ def predict_cell_mode(c: Canon, inputs: Sequence[tuple[int, int, bool]], lits: S
     cells = [inputs[c.perm[s]][2] for s, a in c.access.items() if a == CELL]
     if not main_sparse:
         return 1 if any(cells) else 0
-    if not (c.plan.sparse_safe and all(np.isfinite(x) for x in lits)):
+    if not (c.plan.sparse_safe and c.consts_finite and all(np.isfinite(x) for x in lits)):
         return 1
     return 3 if isect_ok(c) and all(cells) else 2
 
@@ -304,7 +304,7 @@ def run_cell(c: Canon, kernel: Any, vals: dict[int, Any], lits: np.ndarray) -> A
     n, m = main.shape
     mode = 0
     if main.sparse:
-        mode = 2 if plan.sparse_safe and fin and bool(np.all(np.isfinite(lits))) else 1
+        mode = 2 if plan.sparse_safe and fin and c.consts_finite and bool(np.all(np.isfinite(lits))) else 1
     elif csr_side:
         mode = 1
     if mode == 2 and isect_ok(c) and all(isinstance(a, int) and a for a in _cell_flags(c, args)) \
