@@ -51,8 +51,8 @@ class Config:
     fusion: str = "cost"  # cost | fuse-all | fuse-no-redundancy
     codegen_backend: str = "numba"  # numba | reference (the pure-NumPy CPlan interpreter, for tests)
     # literals of fused operators (paper 001 §4.4): "args" kernel arguments (one kernel serves every
-    # value: the most reuse of compiled kernels, whose compile costs ~1 s here, against ~0.1 s for
-    # SystemDS's javac), "constants" specialized into the kernel's source, "cslh" SystemDS's
+    # value: the most reuse of compiled kernels, a compile costing ~1 s here, codegen.emit.JIT),
+    # "constants" specialized into the kernel's source, "cslh" SystemDS's
     # context-sensitive literal handling: constants when a block is first planned, at dynamic
     # recompilation only integer literals (a step size that changes every iteration stays an argument)
     codegen_literals: str = "args"
