@@ -506,6 +506,12 @@ def _row_cplan(op: FusedOp) -> None:
             agg, expr = C.COL_AGG, bld.b.op("*", pn, qn)
         elif q.cols == 1:
             agg, expr = C.COL_AGG_T, bld.b.op("*", pn, qn)
+        elif _reads_main(qn) and not _reads_main(pn):
+            # t(P) %*% X over the main X: computed as t(t(X) %*% P), so the accumulation walks the
+            # main's rows (over a CSR X its stored entries only, as SciPy's product: a NaN of P never
+            # meets X's zeros) and the operator's result is transposed back
+            agg, expr, root2 = C.COL_AGG_B1_T, qn, pn
+            op.transpose_out = True
         else:
             agg, expr, root2 = C.COL_AGG_B1_T, pn, qn
     elif root.kind == "agg_unary" and root.op in ("colSums", "sum"):
@@ -516,6 +522,20 @@ def _row_cplan(op: FusedOp) -> None:
     op.plan = C.CPlan("row", expr, agg, "sum", sparse_safe=False, ninputs=len(inputs), root2=root2)
     op.plan.narrow = all(0 <= inputs[pos].cols <= C.NARROW_ROW_COLS for pos in C.cell_read_inputs(op.plan))
     op.inputs = inputs
+
+
+def _reads_main(n: C.CNode) -> bool:
+    """The row plan node ``n`` reads the main input."""
+    stack, seen = [n], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op == "input" and x.access == C.MAIN:
+            return True
+        stack.extend(x.children)
+    return False
 
 
 def _outer_cplan(op: FusedOp) -> None:

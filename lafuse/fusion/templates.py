@@ -300,9 +300,11 @@ class OuterTemplate(Template):
 
 def solo(template: str, h: Hop) -> bool:
     """Whether a plan of ``template`` covering ``h`` alone is a fused operator worth having (SystemDS's
-    ``TemplateUtils.hasSingleOperation`` keeps n-ary operators). Not a lone ``t(P) %*% Q`` as Row
-    (SystemDS's rowAggPattern26): over a CSR Q stored dense for the kernel, its zeros would meet a NaN of
-    P where the unfused product, on Q as CSR, skips them."""
+    ``TemplateUtils.hasSingleOperation`` keeps n-ary operators): a lone n-ary min/max as Cell, a lone
+    ``t(P) %*% Q`` as Row (SystemDS's rowAggPattern26: one pass over the rows of both; the wider of P
+    and Q is the main input, walked over its stored entries when CSR, construct._row_cplan)."""
+    if template == "row":
+        return _tsmm_like(h)
     return template == "cell" and h.kind == "nary" and h.op in ("min", "max") and len(h.inputs) >= 3 \
         and is_cellwise(h) and h.dims_known
 

@@ -123,6 +123,9 @@ CASES = [
     ("row_mmchain", "R = t(X) %*% (X %*% v)", "spoofRA", ("%*%",), "X"),
     ("row_weighted", "R = t(X) %*% (w * (X %*% v))", "spoofRA", ("%*%",), "Xw"),
     ("row_b1", "R = t(X) %*% (X %*% V2)", "spoofRA", ("%*%",), "X"),
+    # a lone t(P) %*% Q (rowAggPattern26)
+    ("row_tmm_alone", "R = t(P) %*% X", "spoofRA", ("%*%",), "PX"),
+    ("row_tmm_alone_x", "R = t(X) %*% P", "spoofRA", ("%*%",), "PX"),
     # multiLogReg's Hessian-vector product: a vecmat whose row operand is a row aggregate
     ("row_hessian", "Q = P * (X %*% V2)\nR = t(X) %*% (Q - P * (rowSums(Q) %*% matrix(1, 1, 2)))", "spoofRA",
      ("rowSums",), "XP"),
