@@ -172,6 +172,9 @@ class Emitter:
                 return [f"{v} = {self.v(ch[0])}"]
             return ["c_ = 0.0", f"for q in range(L{k}):", f"    c_ += {self.elem(ch[0], 'q')}",
                     f"    t{k}[q] = c_", f"{v} = t{k}"]
+        if n.op == "colrange":  # a view of the row vector's elements lo..hi
+            lo, hi = (self.c.literal(x) for x in ch[1:])
+            return [f"{v} = {self.v(ch[0])}[int({lo}) - 1:int({hi})]"]
         if n.op == "cbind":  # the operands' elements one after the other
             x0, x1 = ch
             la = f"L{self.idx(x0)}"
@@ -189,6 +192,8 @@ class Emitter:
             # a structural zero of a CSR main/CELL row annihilates the product (unfused semantics)
             # (two CSR rows combine over the union of their patterns, as SciPy's multiply)
             def csr(x: CNode) -> str | None:
+                if x.op == "colrange":  # (a column range of a CSR row keeps its zeros' rule)
+                    x = x.children[0]
                 if x.op == "input" and x.access in (MAIN, CELL):
                     return "spm" if x.access == MAIN else f"f{self.slot(x)}"
                 return None

@@ -54,8 +54,9 @@ from lafuse.hops.cplan import (
     cell_read_inputs,
 )
 
-# row nodes left to the per-row body: seq reads its row index, cbind and rowCumsum fill its row buffers
-PER_ROW_ONLY = ("seq", "cbind", "rowCumsum")
+# row nodes left to the per-row body: seq reads its row index, cbind and rowCumsum fill its row buffers,
+# colrange is a view of one row
+PER_ROW_ONLY = ("seq", "cbind", "rowCumsum", "colrange")
 
 _ZQ = re.compile(r"q \* z(\d+)")
 

@@ -16,6 +16,7 @@ from typing import Any
 from lafuse.fusion.memo import MemoEntry, MemoTable
 from lafuse.fusion.templates import (
     agg_of,
+    column_range,
     fused_input,
     is_cbind,
     is_cellwise,
@@ -485,6 +486,9 @@ def _row_cplan(op: FusedOp) -> None:
             out = bld.b.op(h.op, ch[0] if ch[0] is not None else leaf(h.inputs[0]))
         elif (src := row_cumsum_of(h)) is not None:
             out = bld.b.op("rowCumsum", ch[0] if ch[0] is not None else leaf(src))
+        elif (cols := column_range(h)) is not None:
+            x = ch[0] if ch[0] is not None else leaf(h.inputs[0])
+            out = bld.b.op(C.COLRANGE, x, bld.b.literal(cols[0]), bld.b.literal(cols[1]))
         elif is_cbind(h):
             parts = [c if c is not None else leaf(h.inputs[k]) for k, c in enumerate(ch)]
             out = parts[0]

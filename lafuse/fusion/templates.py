@@ -28,6 +28,7 @@ import math
 
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import MATRIX, Hop
+from lafuse.hops.sizes import scalar_value
 
 OPEN, CLOSED_VALID, CLOSED_INVALID = 0, 1, -1
 
@@ -176,6 +177,28 @@ class CellTemplate(Template):
         return CLOSED_VALID if agg_of(h) is not None or is_dot(h) else OPEN
 
 
+def column_range(h: Hop) -> tuple[int, int] | None:
+    """(lo, hi) of ``X[, lo:hi]``: right indexing of every row of a matrix over a column range
+    (SystemDS's Row template reads it inside the plan: rowAggPattern17/30). The row bounds and ``lo``
+    are literals; ``hi`` a literal, or a scalar variable the result's width tells (``P[, 1:K]`` with K
+    known at recompilation: a plan is kept per sizes, so another K is another plan)."""
+    if h.kind != "rix" or h.dt != MATRIX or len(h.inputs) != 5 or not h.dims_known:
+        return None
+    x = h.inputs[0]
+    b = [scalar_value(i) for i in h.inputs[1:]]  # (literals, or nrow/ncol of known sizes: rewrites off)
+    if b[3] is None and h.inputs[4].dt != MATRIX and isinstance(b[2], int) and not isinstance(b[2], bool):
+        b[3] = b[2] + h.cols - 1
+    if not x.dims_known or x.rows <= 1 or any(not isinstance(v, (int, float)) or isinstance(v, bool)
+                                              or not float(v).is_integer() for v in b):
+        return None
+    rl, ru, cl, cu = (int(v) for v in b)  # type: ignore[arg-type]
+    if cu - cl + 1 != h.cols:
+        return None
+    if (rl, ru) != (1, x.rows) or not 1 <= cl <= cu <= x.cols or (cl, cu) == (1, x.cols):
+        return None
+    return cl, cu
+
+
 def is_cbind(h: Hop) -> bool:
     """``cbind`` of matrices over the same rows (of known dims): a Row plan's row is their rows pasted
     (SystemDS's Row template takes it: rowAggPattern35)."""
@@ -207,7 +230,7 @@ class RowTemplate(Template):
                                      and _small_side(b) and b.cols < a.cols)
         if h.kind == "agg_unary" and h.op in ROW_AGGS:
             return h.inputs[0].dims_known and h.inputs[0].cols > 1
-        return is_cbind(h)
+        return is_cbind(h) or column_range(h) is not None
 
     def fuse(self, h: Hop, inp: Hop) -> bool:
         if not inp.dims_known or inp.rows <= 1:
@@ -222,7 +245,7 @@ class RowTemplate(Template):
             return h.dims_known
         if is_matmult(h):
             if _tsmm_like(h):
-                return True
+                return not is_dot(h)  # (a dot product of columns is Cell's and MAgg's: multiAggPattern7)
             return h.inputs[0] is inp and _small_side(h.inputs[1])
         return False
 
@@ -304,7 +327,7 @@ def solo(template: str, h: Hop) -> bool:
     ``t(P) %*% Q`` as Row (SystemDS's rowAggPattern26: one pass over the rows of both; the wider of P
     and Q is the main input, walked over its stored entries when CSR, construct._row_cplan)."""
     if template == "row":
-        return _tsmm_like(h)
+        return _tsmm_like(h) and not is_dot(h)
     return template == "cell" and h.kind == "nary" and h.op in ("min", "max") and len(h.inputs) >= 3 \
         and is_cellwise(h) and h.dims_known
 

@@ -74,12 +74,15 @@ TERNARY = ("ifelse",)
 ROW_UNARY = ("rowSums", "rowMins", "rowMaxs", "rowVars")  # row template: vector -> scalar
 ROW_VECTOR = ("rowCumsum",)  # row template: vector -> vector (the running sum along the row)
 ROW_BINARY = ("dot", "vecmat", "cbind")  # row template (cbind: a row vector of both operands' elements)
+# row template: colrange(x, lo, hi), the elements lo..hi (1-based, literal bounds) of a row vector: a
+# column range X[, lo:hi] of a row-aligned input read inside the plan (SystemDS's rowAggPattern17/30)
+COLRANGE = "colrange"
 OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
 # seq(from, to, incr) of integer from and incr generated in the kernel: row i (0-based) holds from + i * incr,
 # the unfused cumulative sum exactly (SystemDS's Cell and Row templates take such a seq: cellwisetmpl22)
 SEQ = "seq"
 ARITY = {**{o: 1 for o in UNARY + ROW_UNARY + ROW_VECTOR}, **{o: 2 for o in BINARY + ROW_BINARY},
-         **{o: 3 for o in TERNARY}, "uv": 2, SEQ: 2}
+         **{o: 3 for o in TERNARY}, "uv": 2, SEQ: 2, COLRANGE: 3}
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,10 @@ def row_kinds(order: list[CNode]) -> dict[int, str]:
         elif n.op == "literal" or n.op in ROW_UNARY or n.op == "dot":
             k = "S"
         elif n.op == "cbind":
+            k = "V"
+        elif n.op == COLRANGE:
+            if kind[id(n.children[0])] != "V" or any(c.op != "literal" for c in n.children[1:]):
+                raise ValueError("colrange reads a row vector between literal bounds")
             k = "V"
         elif n.op == "vecmat":
             if kind[id(n.children[1])] != "M":

@@ -140,6 +140,15 @@ CASES = [
     ("cell_cmp_sum", "R = sum((X > 0.25) * Y + (X < -0.5))", "spoofCell", (">", "*", "sum"), "XY"),
 ]
 KINDS = ["dense", "sparse", "ultra", "empty", "zero"]
+# column ranges of row-aligned inputs read inside a Row plan (rowAggPattern30, multiLogReg's P[, 1:K]);
+# not over 0 rows, where indexing row 1 is an error fused or not
+COLRANGE_CASES = [
+    ("row_colrange", "Q = P[, 1:1] * (X %*% V2)\nR = t(X) %*% (Q - P[, 1:1] * rowSums(Q))", "spoofRA",
+     ("rix", "rowSums"), "XP"),
+    ("row_colrange_cell", "R = t(X) %*% (Y[, 3:7] * (X %*% v))", "spoofRA", ("rix", "*"), "XY"),
+    ("row_colrange_main", "R = rowSums(X[, 2:5] * 2) + rowMaxs(X)", "spoofRA", ("rix", "rowSums"), "X"),
+    ("row_colrange_sum", "R = sum(Y[, 2:29] * rowSums(X) + X[, 1:28])", "spoofRA", ("rix", "*", "sum"), "XY"),
+]
 
 
 def inputs_for(kind: str, special: str, rng: np.random.Generator) -> dict:
@@ -177,6 +186,12 @@ def _all_dense() -> Iterator[None]:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name,text,fused_op,replaced,special", CASES, ids=[c[0] for c in CASES])
 def test_fused_equals_unfused(name, text, fused_op, replaced, special, kind):
+    check_fused(name, text, fused_op, replaced, special, kind)
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "empty"])
+@pytest.mark.parametrize("name,text,fused_op,replaced,special", COLRANGE_CASES, ids=[c[0] for c in COLRANGE_CASES])
+def test_column_ranges_read_inside_row_plans(name, text, fused_op, replaced, special, kind):
     check_fused(name, text, fused_op, replaced, special, kind)
 
 

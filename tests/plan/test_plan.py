@@ -74,8 +74,8 @@ def test_the_costed_plan_is_the_plan_that_runs(fusion, monkeypatch):
         prog = comp.compile_text(LOOP, "<test>")
         plan_dag = comp.plan_dag
 
-        def first_plan(dag, weight=1.0, st=None):
-            p = plan_dag(dag, weight, st)
+        def first_plan(dag, weight=1.0, st=None, recompile=False):
+            p = plan_dag(dag, weight, st, recompile)
             costed.setdefault(id(dag), p)
             return p
 

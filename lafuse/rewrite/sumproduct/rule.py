@@ -33,12 +33,11 @@ from lafuse.rewrite.sumproduct.plans import Plan, alternatives, build, least_joi
 
 MIN_GAIN = 1e-6  # relative: a plan must be cheaper by more than this (no churn between equals)
 # relative: a candidate plan of a region that joins must do this much less work than the region as
-# written (a region without joins: MIN_GAIN). Regrouping that
-# saves less is inside the work measure's error (a transpose here, a broadcast there) and rarely
-# pays; and the least work any plan can do (plans.least_join_size) then rules out most regions of
-# a program before a plan is built -- the rule's main cost, paid at every recompilation of a
-# mini-batch body (AutoEncoder: 40 of its 55 ms a run went to building plans none of which was
-# 2% below the written work)
+# written (a region without joins: MIN_GAIN). Regrouping that saves less is inside the work
+# measure's error (a transpose here, a broadcast there) and rarely pays; and the least work any plan
+# can do (plans.least_join_size) then rules out most regions of a program before a plan is built --
+# the rule's main cost, paid at every recompilation of a mini-batch body (AutoEncoder: 40 of its
+# 55 ms a run went to building plans, none doing less work than the region as written)
 MIN_WORK_GAIN = 0.05
 # cells: in a DAG whose operators touch fewer, a region is decided by its work alone; costing the DAG
 # with fusion (~1-5 ms, and the fusion optimizer's import on a script that would not load it) costs

@@ -271,12 +271,17 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
         vals = [ev(c) for c in node.children]
         return np.hstack([_dense(v) if hasattr(v, "shape") else np.full((n, 1), float(v)) for v in vals])
 
+    def colrange(node: CNode, ev: Any) -> Any:
+        v = ev(node.children[0])
+        lo, hi = (int(float(x.arg)) for x in node.children[1:])  # type: ignore[arg-type]
+        return v[:, lo - 1:hi] if hasattr(v, "shape") else v
+
     def row_cumsum(node: CNode, ev: Any) -> Any:
         v = ev(node.children[0])
         return np.cumsum(_dense(v), axis=1) if hasattr(v, "shape") else v
 
     shape = (n, m)
-    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowCumsum": row_cumsum,
+    extra = {"vecmat": vecmat, "dot": dot, "cbind": cbind, "rowCumsum": row_cumsum, "colrange": colrange,
              **{op: row_agg for op in ROW_UNARY}}
     # CELL inputs of the row template may be wider or narrower than the main input
     memo: dict[int, Any] = {}

@@ -48,8 +48,6 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {  # script -> (reason, text the lafus
 # why (the test checks the values, then expects the kind check to fail, and fails once it passes so the
 # entry goes): each names a fusion feature lafuse lacks
 KNOWN_GAPS: dict[str, str] = {
-    "rowAggPattern17": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
-    "rowAggPattern30": "column-range indexing P[, 1:K] of a row-aligned input is not read inside Row plans",
 }
 
 # Scripts where SystemDS 3.4.0 *with codegen* computes a wrong value: their reference runs with codegen off

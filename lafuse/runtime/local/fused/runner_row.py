@@ -64,6 +64,13 @@ def _lens(info: RowInfo, width: dict[int, int], fit: bool = False) -> np.ndarray
         if n.op == "cbind":
             out[k] = sum(int(out[int(c.var(ch)[1:])]) for ch in n.children)
             continue
+        if n.op == "colrange":
+            lo, hi = (int(float(x.arg)) for x in n.children[1:])  # type: ignore[arg-type]
+            la = int(out[int(c.var(n.children[0])[1:])])
+            if la and not 1 <= lo <= hi <= la:
+                raise ValueError(f"colrange: columns {lo}:{hi} of a row of {la}")
+            out[k] = hi - lo + 1 if la else 0  # (0: the 0-row warm-up's inputs, every row empty)
+            continue
         if kind == "V" or n.op == "dot":
             ls = {int(out[int(c.var(ch)[1:])]) for ch in n.children if info.kind[id(ch)] == "V"}
             big = ls - {1}
