@@ -324,10 +324,12 @@ class OuterTemplate(Template):
 def solo(template: str, h: Hop) -> bool:
     """Whether a plan of ``template`` covering ``h`` alone is a fused operator worth having (SystemDS's
     ``TemplateUtils.hasSingleOperation`` keeps n-ary operators): a lone n-ary min/max as Cell, a lone
-    ``t(P) %*% Q`` as Row (SystemDS's rowAggPattern26: one pass over the rows of both; the wider of P
-    and Q is the main input, walked over its stored entries when CSR, construct._row_cplan)."""
+    ``t(P) %*% Q`` of two matrices as Row (SystemDS's rowAggPattern26: one pass over the rows of both;
+    the wider of P and Q is the main input, walked over its stored entries when CSR,
+    construct._row_cplan), not a Gram product ``t(W) %*% W`` (a tsmm: BLAS's syrk, and on Dask the
+    product paper 004 splits off)."""
     if template == "row":
-        return _tsmm_like(h) and not is_dot(h)
+        return _tsmm_like(h) and not is_dot(h) and h.inputs[0].inputs[0] is not h.inputs[1]
     return template == "cell" and h.kind == "nary" and h.op in ("min", "max") and len(h.inputs) >= 3 \
         and is_cellwise(h) and h.dims_known
 
