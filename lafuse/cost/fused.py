@@ -200,7 +200,7 @@ def _row_lengths(nodes: list[C.CNode], metas: list, main_cols: float) -> dict[in
         elif n.op == "vecmat":
             out[id(n)] = metas[int(n.children[1].arg)].cols  # type: ignore[call-overload]
         elif n.op == C.COLRANGE:
-            lo, hi = (float(x.arg) for x in n.children[1:])  # type: ignore[arg-type]
+            lo, hi = C.colrange_bounds(n)
             out[id(n)] = hi - lo + 1
         else:
             out[id(n)] = max(out[id(c)] for c in n.children)

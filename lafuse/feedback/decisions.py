@@ -75,7 +75,7 @@ class Decision:
 
 _loaded: dict[str, dict[str, Any]] = {}  # the file's entries, as JSON (_entries)
 _new: dict[str, Decision] = {}  # this process's decisions, saved at the end of the run
-_digests: dict[str, str] = {}  # per-process parts of the key (source, feedback), computed once
+_digests: dict[str, str] = {}  # per-process parts of the key (feedback, kernels, profile), computed once
 
 
 def _path() -> Path:
@@ -127,10 +127,6 @@ def _entries() -> dict[str, Any]:
 def _corrupt(e: Exception) -> None:
     observed.discard(_path(), e)
     _loaded[str(_path())] = {}
-
-
-def _source_digest() -> str:
-    return observed.source_digest()
 
 
 def _profile_stamp() -> str:
@@ -192,7 +188,7 @@ def key(order: list[Any], roots: list[Any], weight: float, hints: dict[str, floa
     state = ("numba" in sys.modules, "lafuse.codegen" in sys.modules, "scipy.linalg.cython_blas" in sys.modules)
     head = [repr(weight), repr(sorted((hints or {}).items())), _config_text(cfg), literals,
             _once("profile", _profile_stamp) if prof is None else repr(asdict(prof)), repr(state),
-            _once("source", _source_digest), _once("feedback", _feedback_digest),
+            observed.source_digest(), _once("feedback", _feedback_digest),
             _once("kernels", _kernels_digest)]
     return hashlib.sha256(("\n".join(head) + "\n" + text).encode()).hexdigest()[:32]
 

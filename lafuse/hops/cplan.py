@@ -77,6 +77,14 @@ ROW_BINARY = ("dot", "vecmat", "cbind")  # row template (cbind: a row vector of 
 # row template: colrange(x, lo, hi), the elements lo..hi (1-based, literal bounds) of a row vector: a
 # column range X[, lo:hi] of a row-aligned input read inside the plan (SystemDS's rowAggPattern17/30)
 COLRANGE = "colrange"
+
+
+def colrange_bounds(n: CNode) -> tuple[int, int]:
+    """(lo, hi) of a ``colrange`` node: its literal bounds, 1-based and inclusive."""
+    lo, hi = (int(float(x.arg)) for x in n.children[1:])  # type: ignore[arg-type]
+    return lo, hi
+
+
 OUTER_BINARY = ("uv",)  # outer template: dot(U[i, :], V[j, :]) of its OUTER_U and OUTER_V inputs
 # seq(from, to, incr) of integer from and incr generated in the kernel: row i (0-based) holds from + i * incr,
 # the unfused cumulative sum exactly (SystemDS's Cell and Row templates take such a seq: cellwisetmpl22)
@@ -138,21 +146,6 @@ class CPlan:
             return True
         v = float(n.arg)  # type: ignore[arg-type]
         return self.const_lits == "int" and math.isfinite(v) and v.is_integer()
-
-    def literal_values(self) -> list[float]:
-        """Every literal of the plan, constants included (the runner's finiteness checks)."""
-        out: list[float] = []
-        seen: set[int] = set()
-        stack = list(self.all_roots())
-        while stack:
-            n = stack.pop()
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            if n.op == "literal":
-                out.append(float(n.arg))  # type: ignore[arg-type]
-            stack.extend(n.children)
-        return out
 
     def all_roots(self) -> tuple[CNode, ...]:
         if self.template == "magg":

@@ -119,11 +119,12 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
     for h in walk(dag.roots):
         if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h) or _alone(h):
             continue
-        sig = ("sig", h.id, _signature(h))
+        # (region_key covers what _signature does, without ids: one walk of the region either way)
+        rkey = region_key(ctx, h)
+        sig = ("sig", h.id, rkey if rkey is not None else _signature(h))
         if sig in dag.planned:
             continue  # (the same operators and sizes as a round before)
         dag.planned.add(sig)
-        rkey = region_key(ctx, h)
         if rkey is not None and verdicts.known(rkey, persist):
             continue  # (an earlier compilation found no plan of this region worth costing)
         mark = Hop("mark", "mark").id  # (HOP ids grow: a plan's own HOPs are the ones above it)

@@ -40,6 +40,7 @@ from lafuse.hops.cplan import (
     SCALAR,
     CNode,
     CPlan,
+    colrange_bounds,
     postorder,
 )
 from lafuse.runtime.local.kernels import KERNELS
@@ -273,7 +274,7 @@ def _row(plan: CPlan, inputs: list[Any]) -> Any:
 
     def colrange(node: CNode, ev: Any) -> Any:
         v = ev(node.children[0])
-        lo, hi = (int(float(x.arg)) for x in node.children[1:])  # type: ignore[arg-type]
+        lo, hi = colrange_bounds(node)
         return v[:, lo - 1:hi] if hasattr(v, "shape") else v
 
     def row_cumsum(node: CNode, ev: Any) -> Any:

@@ -23,6 +23,7 @@ from lafuse.hops.cplan import (
     NO_AGG,
     ROWVEC,
     SCALAR,
+    colrange_bounds,
 )
 from lafuse.runtime.local.fused.runner import (
     E2,
@@ -65,7 +66,7 @@ def _lens(info: RowInfo, width: dict[int, int], fit: bool = False) -> np.ndarray
             out[k] = sum(int(out[int(c.var(ch)[1:])]) for ch in n.children)
             continue
         if n.op == "colrange":
-            lo, hi = (int(float(x.arg)) for x in n.children[1:])  # type: ignore[arg-type]
+            lo, hi = colrange_bounds(n)
             la = int(out[int(c.var(n.children[0])[1:])])
             if la and not 1 <= lo <= hi <= la:
                 raise ValueError(f"colrange: columns {lo}:{hi} of a row of {la}")
