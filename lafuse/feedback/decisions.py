@@ -71,6 +71,8 @@ class Decision:
     # the source of the hardware profile decided on (HardwareProfile.source, fusion.DECIDED_ON): a replay
     # keys on the profile's file, not its rates, and does not load it
     profile: str = "default"
+    # the multi-aggregates chosen (fusion.magg.positions): each one's aggregates by position in the order
+    maggs: tuple[tuple[int, ...], ...] = ()
 
 
 _loaded: dict[str, dict[str, Any]] = {}  # the file's entries, as JSON (_entries)
@@ -105,6 +107,10 @@ def _decision(k: str, v: Any) -> Decision:
     if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
         raise ValueError(f"entry {k!r} has a bad count")
     cuts, prestart, source = v.get("cuts"), v.get("prestart", []), v.get("profile", "default")
+    maggs = v.get("maggs", [])
+    if not (isinstance(maggs, list) and all(
+            isinstance(g, list) and len(g) >= 2 and all(type(i) is int and i >= 0 for i in g) for g in maggs)):
+        raise ValueError(f"entry {k!r} has bad multi-aggregates")
     if cuts is not None and not (isinstance(cuts, list) and all(
             isinstance(c, list) and len(c) == 2 and all(type(i) is int and i >= 0 for i in c) for c in cuts)):
         raise ValueError(f"entry {k!r} has bad cuts")
@@ -112,7 +118,8 @@ def _decision(k: str, v: Any) -> Decision:
         raise ValueError(f"entry {k!r} is not a decision")
     sav = [(name, observed._number(s)) for name, s in savings.items()]  # (ValueError: not a number)
     return Decision(tuple(cands), tuple(sav), tuple(blas), counts[0], counts[1],
-                    None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2], source)
+                    None if cuts is None else tuple((a, b) for a, b in cuts), tuple(prestart), counts[2], source,
+                    tuple(tuple(g) for g in maggs))
 
 
 def _entries() -> dict[str, Any]:
@@ -224,7 +231,7 @@ def save() -> int:
     data = {k: {"candidates": list(d.candidates), "savings": dict(d.savings), "blas": list(d.blas),
                 "unfused": d.unfused, "observed": d.observed, "start_shared": d.start_shared,
                 "cuts": None if d.cuts is None else [list(c) for c in d.cuts], "prestart": list(d.prestart),
-                "profile": d.profile}
+                "profile": d.profile, "maggs": [list(g) for g in d.maggs]}
             for k, d in merged.items()}
     observed.write_json(_path(), data)
     _loaded[str(_path())] = data

@@ -53,6 +53,8 @@ class FusionStats:
     observed: int = 0  # decisions weighed by the executions an earlier run observed (feedback.observed)
     start_shared: int = 0  # kernels that pay only with Numba's start shared by others (in the DAG or observed)
     reused: int = 0  # DAGs decided as an earlier run decided them (feedback.decisions)
+    maggs: int = 0  # multi-aggregates built (fusion.magg)
+    magg_declined: int = 0  # merges into one the cost model declined (fusion.magg.CostedMerge)
 
 
 # canonical hash -> (CPlan, its inputs' (rows, cols, CSR) by plan position) of kernels left unfused
@@ -70,16 +72,18 @@ DECIDED_ON: set[str] = set()
 ON_PRESTART: set[str] = set()
 
 
-def _has_candidates(dag: Dag, bare: bool) -> bool:
-    """A matrix-valued operator a template may open on, or (``bare``: a heuristic policy) two full
-    aggregates of matrices, which a multi-aggregate may compute in one pass over a shared input
-    (optimizer.bare_aggregates)."""
-    full_aggs = 0
+def _has_candidates(dag: Dag) -> bool:
+    """A matrix-valued operator a template may open on, or two full aggregates of one matrix, which a
+    multi-aggregate may compute in one pass over it (fusion.magg.bare_aggregates)."""
+    aggregated: set[int] = set()
     for h in dag.hops():
         if h.dt == MATRIX and h.kind in ("unary", "binary", "nary", "ternary", "agg_unary", "matmult"):
             return True
-        full_aggs += bare and h.kind == "agg_unary" and bool(h.inputs) and h.inputs[0].dt == MATRIX
-    return full_aggs > 1
+        if h.kind == "agg_unary" and h.inputs and h.inputs[0].dt == MATRIX:
+            if h.inputs[0].id in aggregated:
+                return True
+            aggregated.add(h.inputs[0].id)
+    return False
 
 
 def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: HardwareProfile | None = None,
@@ -90,7 +94,7 @@ def optimize(dag: Dag, cfg: Any, stats: FusionStats | None = None, prof: Hardwar
     the non-zeros of the variables the block reads (the runtime knows them when it lowers a block;
     HOPs keep nnz unknown so cached plans stay valid for other values); ``recompile``: a dynamic
     recompilation, not a block's first plan (the literal policy, config codegen_literals)."""
-    if not _has_candidates(dag, cfg.fusion != "cost"):
+    if not _has_candidates(dag):
         return dag, None
     token = C.CONST_LITS.set(const_literals(getattr(cfg, "codegen_literals", "args"), recompile))
     try:
@@ -124,7 +128,7 @@ def _optimize(dag: Dag, cfg: Any, stats: FusionStats | None, prof: HardwareProfi
             # codegen; a DAG of its own, which carries the candidates); a copy of the HOPs was ~0.3 ms
             # of every recompilation of a mini-batch loop body
             return replayed(Dag(list(dag.roots)), earlier, st, t0), None
-        if earlier is not None and all(max(c) < len(order) for c in earlier.cuts or ()):
+        if earlier is not None and all(max(c) < len(order) for c in (*(earlier.cuts or ()), *earlier.maggs)):
             from lafuse.fusion import optimizer  # deferred: it imports this package (a cycle inside fusion/)
 
             return optimizer.replay(dag, earlier, st, t0)

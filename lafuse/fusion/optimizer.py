@@ -17,10 +17,10 @@ from lafuse.cost.fused import blas_start, calls_blas, compile_penalty, fused_cos
 from lafuse.cost.operators import meta, nnz_memo
 from lafuse.cost.profile import HardwareProfile
 from lafuse.feedback import decisions, observed
-from lafuse.fusion.construct import OPCODES, FusedOp, build_plan, covered_set
-from lafuse.fusion.memo import MemoEntry, MemoTable, explore
-from lafuse.fusion.select import SELECTORS, Context, unfused_cost
-from lafuse.fusion.templates import agg_of, is_dot
+from lafuse.fusion import magg
+from lafuse.fusion.construct import OPCODES, FusedOp, FusionPlan, build_plan, covered_set
+from lafuse.fusion.memo import MemoTable, explore
+from lafuse.fusion.select import SELECTORS, Context, partitions, unfused_cost
 from lafuse.hops import cplan as C
 from lafuse.hops.hop import DOUBLE, MATRIX, SCALAR, Hop, walk
 from lafuse.hops.patterns import REUSES_OPERAND, foldable_transposes, mmchains
@@ -41,7 +41,7 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     st.dags += 1
     st.memo_entries += sum(len(es) for es in memo.groups.values())
     st.memo_pruned += memo.pruned
-    if not memo.groups and not (heuristic and len(bare_aggregates(order, [])) > 1):
+    if not memo.groups and len(magg.bare_aggregates(order, [])) < 2:
         if reuse is not None:
             decisions.record(reuse, decisions.Decision((), (), (), 0, 0, profile=prof.source))
         st.time += time.perf_counter() - t0
@@ -53,22 +53,25 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
     with nnz_memo():  # (the copy stays unchanged until _rewrite below)
         cuts = selector().select(ctx) if memo.groups else frozenset()
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic, single=heuristic)
-    ops = combine_multi_aggregates(plan.fused, bare_aggregates(order, plan.fused) if heuristic else ())
+    part_of = {h: i for i, p in enumerate(partitions(memo)) for h in p}
+    ops = _combined(plan, order, None if heuristic else (prof, hints, ctx.costs, part_of), frozenset(), st)
     keys: set[str] = set()
     unfused0, observed0, shared0 = st.unfused_by_compile_cost, st.observed, st.start_shared
     deferred0, prestart0 = (len(F.DEFERRED), st.deferred), set(F.ON_PRESTART)
     if not heuristic:
         F.DECIDED_ON.add(prof.source)
+        apart: frozenset[int] = frozenset()
         for _ in range(MAX_UNFUSE_ROUNDS):
-            extra = _not_worth_compiling(ops, order, memo.consumers, prof, weight, hints, st,
-                                         getattr(cfg, "codegen_defer", False),
-                                         keys if getattr(cfg, "fusion_observed", False) else None)
-            if not extra:
+            extra, split = _not_worth_compiling(ops, order, memo.consumers, prof, weight, hints, st,
+                                                getattr(cfg, "codegen_defer", False),
+                                                keys if getattr(cfg, "fusion_observed", False) else None)
+            if not extra and not split:
                 break
             st.unfused_by_compile_cost += len({hid for hid, _ in extra})
-            cuts = cuts | extra
+            cuts, apart = cuts | extra, apart | split
             plan = build_plan(memo, new.roots, order, cuts)
-            ops = combine_multi_aggregates(plan.fused)
+            ops = _combined(plan, order, (prof, hints, ctx.costs, part_of), apart, st)
+    st.maggs += sum(op.template == "magg" for op in ops)
     st.fused_ops += len(ops)
     st.cplans += len(ops)
     _rewrite(new, ops)
@@ -81,7 +84,8 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
                 new.candidates, tuple((k, observed.SAVINGS[k]) for k in new.candidates if k in observed.SAVINGS),
                 tuple(k for k in new.candidates if k in observed.BLAS), st.unfused_by_compile_cost - unfused0,
                 st.observed - observed0, tuple(sorted((at[a], at[b]) for a, b in cuts)) if ops else None,
-                tuple(sorted(F.ON_PRESTART - prestart0)), st.start_shared - shared0, prof.source))
+                tuple(sorted(F.ON_PRESTART - prestart0)), st.start_shared - shared0, prof.source,
+                magg.positions(ops, order)))
     st.time += time.perf_counter() - t0
     return new, memo
 
@@ -93,7 +97,7 @@ def dag_cost(dag: Dag, cfg: Any, prof: HardwareProfile | None = None,
     (paper 001 §3.3: "alternative plans are passed to operator fusion for costing without code
     generation"). Without codegen, the operators' unfused costs."""
     from lafuse.cost.profile import load  # deferred: as fusion.optimize
-    from lafuse.fusion.select import partitions, plan_cost
+    from lafuse.fusion.select import plan_cost
 
     prof = prof or load()
     new = copy_dag(dag)
@@ -113,6 +117,22 @@ def dag_cost(dag: Dag, cfg: Any, prof: HardwareProfile | None = None,
                 + unfused_cost([h for h in order if h.id not in fused], prof, hints))
 
 
+def _combined(plan: FusionPlan, order: list[Hop], costed: tuple | None, apart: frozenset[int],
+              st: F.FusionStats) -> list[FusedOp]:
+    """The plan's operators with multi-aggregates (fusion.magg): every compatible group under the
+    heuristic policies (``costed`` None); under the cost-based one (``costed``: profile, hints, the
+    selector's cost memo, each HOP's partition) the merges that cost less, within each partition as
+    the selector priced them, then across; ``apart``: roots whose multi-aggregate did not pay its compile."""
+    bare = magg.bare_aggregates(order, plan.fused)
+    if costed is None:
+        return magg.combine(plan.fused, bare)
+    prof, hints, memo, part_of = costed
+    merge = magg.CostedMerge(prof, hints, memo, bare)
+    ops = magg.combine(plan.fused, bare, merge, lambda o: part_of.get(o.root.id, -1), apart)
+    st.magg_declined += merge.declined
+    return ops
+
+
 def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) -> tuple[Dag, MemoTable]:
     """An earlier run's decision with fused operators (feedback.decisions): its materialization cuts,
     recorded by position in the DAG's order, applied to a fresh exploration of the same DAG; the
@@ -123,7 +143,9 @@ def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) 
     _mark_read_through(new, order)
     memo = explore(new.roots, dominance=False)
     cuts = frozenset((order[a].id, order[b].id) for a, b in earlier.cuts)
-    ops = combine_multi_aggregates(build_plan(memo, new.roots, order, cuts).fused)
+    ops = build_plan(memo, new.roots, order, cuts).fused
+    if earlier.maggs:
+        ops = magg.recorded(ops, magg.bare_aggregates(order, ops), earlier.maggs, order)
     _rewrite(new, ops)
     st.fused_ops += len(ops)
     st.cplans += len(ops)
@@ -179,13 +201,17 @@ class _Weighed(NamedTuple):
 
 def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], users: dict[int, list[Hop]],
                          prof: HardwareProfile, weight: float, hints: dict[str, float] | None, st: F.FusionStats,
-                         defer: bool = False, keys: set[str] | None = None) -> frozenset[tuple[int, int]]:
-    """Cuts that dissolve fused operators (multi-aggregates as combined) whose expected savings over
-    all runs of the block do not pay for compiling their kernel (tiny inputs stay unfused). The runs
+                         defer: bool = False, keys: set[str] | None = None
+                         ) -> tuple[frozenset[tuple[int, int]], frozenset[int]]:
+    """Cuts that dissolve fused operators whose expected savings over all runs of the block do not pay
+    for compiling their kernel (tiny inputs stay unfused), and the roots of multi-aggregates that do
+    not pay (their operators are weighed apart in the next round: a Cell operator whose kernel is
+    cached may pay where the merged kernel's compile does not). The runs
     of the block are the executions an earlier run observed (feedback.observed), else ``weight``; only
     with ``keys`` (config ``fusion_observed``), which collects the keys of all operators considered.
     With ``defer``, those that would pay for a load from the disk cache are recorded in F.DEFERRED."""
     out: set[tuple[int, int]] = set()
+    split: set[int] = set()
     started, imported = F._numba_started(), F._numba_imported()
     weighed: list[_Weighed] = []
     growth = growth_saved(order, ops, users, hints)
@@ -229,13 +255,16 @@ def _not_worth_compiling(ops: list[FusedOp], order: list[Hop], users: dict[int, 
         if kept and not kept_alone:
             F.ON_PRESTART.add(w.key)
         if not kept:
-            out |= {(hid, r) for hid, e in w.op.entries.items() for r in e.refs if r >= 0}
+            if w.op.template == "magg":
+                split |= {r.id for r in w.op.roots}
+            else:
+                out |= {(hid, r) for hid, e in w.op.entries.items() for r in e.refs if r >= 0}
             if defer and not w.cached and w.saving >= compile_penalty(True, prof, started, imported, w.blas):
                 st.deferred += w.key not in F.DEFERRED
                 if w.key not in F.DEFERRED:
                     assert w.op.plan is not None
                     F.DEFERRED[w.key] = (w.op.plan, tuple(_size_format(h, hints) for h in w.op.inputs))
-    return frozenset(out)
+    return frozenset(out), frozenset(split)
 
 
 def _size_format(h: Hop, hints: dict[str, float] | None) -> tuple[int, int, bool]:
@@ -358,128 +387,6 @@ def _covered_hops(op: FusedOp) -> list[Hop]:
         if h.kind == "matmult" and h.inputs[0].kind == "reorg" and h.inputs[0].op == "t":
             out.setdefault(h.inputs[0].id, h.inputs[0])
     return list(out.values())
-
-
-# ----------------------------------------------------------------------- multi-aggregates
-
-def _reachable(roots: list[Hop]) -> set[int]:
-    return {h.id for h in walk(roots)}
-
-
-def bare_aggregates(order: list[Hop], ops: list[FusedOp]) -> list[FusedOp]:
-    """The full ``sum``/``min``/``max`` of a materialized matrix no fused operator covers, each as a
-    Cell operator of no cell-wise operation, for ``combine_multi_aggregates`` to take into a
-    multi-aggregate with others over the same input (SystemDS's multiAggPattern6: ``min(X)``,
-    ``max(X)`` and ``sum(X)`` read X once; paper 000 §3). Only the heuristic policies: the cost-based
-    one would have to weigh their compile too (and record it for replay), which it does not yet."""
-    covered = {hid for o in ops for hid in o.entries}
-    out: list[FusedOp] = []
-    for h in order:
-        if h.id in covered:
-            continue
-        dot = _dot_product(h)
-        if dot is not None:
-            out.append(dot)
-            continue
-        agg = agg_of(h)
-        if agg is None or agg[0] != C.FULL_AGG:
-            continue
-        x = h.inputs[0]
-        if not x.dims_known or x.rows * x.cols == 0:
-            continue
-        b = C.CPlanBuilder()
-        plan = C.CPlan("cell", b.input(0, C.MAIN), C.FULL_AGG, agg[1], sparse_safe=agg[1] == "sum", ninputs=1)
-        out.append(FusedOp("cell", h, {h.id: MemoEntry("cell", (-1,))}, plan, [x]))
-    return out
-
-
-def _dot_product(h: Hop) -> FusedOp | None:
-    """``t(x) %*% y`` of two column vectors as the Cell operator ``sum(x * y)`` (SystemDS's Cell
-    template takes such products: its multiAggPattern7 reads x and y once for ``t(x) %*% x``,
-    ``t(x) %*% y`` and ``t(y) %*% y``). The sparser operand (by its estimate) is the main input,
-    whose zeros annihilate ``*`` as the unfused sparse product skips them."""
-    if not is_dot(h):
-        return None
-    x, y = h.inputs[0].inputs[0], h.inputs[1]
-    b = C.CPlanBuilder()
-    if x is y:
-        inputs, expr = [x], b.op("*", b.input(0, C.MAIN), b.input(0, C.MAIN))
-    else:
-        main, side = (y, x) if 0 <= y.nnz < x.nnz or x.nnz < 0 <= y.nnz else (x, y)
-        inputs, expr = [main, side], b.op("*", b.input(0, C.MAIN), b.input(1, C.CELL))
-        if main is y:  # (the product's operands in the script's order: IEEE * is commutative anyway)
-            expr = b.op("*", b.input(1, C.CELL), b.input(0, C.MAIN))
-    plan = C.CPlan("cell", expr, C.FULL_AGG, "sum", sparse_safe=C.zero_safe(expr), ninputs=len(inputs))
-    return FusedOp("cell", h, {h.id: MemoEntry("cell", (-1, -1)), h.inputs[0].id: MemoEntry("cell", (-1,))},
-                   plan, inputs)
-
-
-def combine_multi_aggregates(ops: list[FusedOp], bare: list[FusedOp] | tuple[()] = ()) -> list[FusedOp]:
-    """Full aggregates of Cell operators over the same iteration space that share an input and do
-    not depend on each other become one MAgg operator reading the shared inputs once. ``bare``
-    (``bare_aggregates``) join a group only with another: alone, each stays its own instruction."""
-    cands = [o for o in ops if o.template == "cell" and o.plan is not None and o.plan.agg == C.FULL_AGG]
-    rest = [o for o in ops if o not in cands]
-    cands += bare
-    groups: list[list[FusedOp]] = []
-    for o in cands:
-        main = o.inputs[0]
-        for g in groups:
-            gm = g[0].inputs[0]
-            if (main.rows, main.cols) != (gm.rows, gm.cols):
-                continue
-            if not any(set(i.id for i in o.inputs) & set(i.id for i in x.inputs) for x in g):
-                continue
-            deps = _reachable(o.inputs)
-            if any(x.root.id in deps or o.root.id in _reachable(x.inputs) for x in g):
-                continue
-            g.append(o)
-            break
-        else:
-            groups.append([o])
-    out = list(rest)
-    for g in groups:
-        if len(g) > 1:
-            out.append(_magg(g))
-        elif g[0] not in bare:
-            out.append(g[0])
-    return out
-
-
-def _magg(group: list[FusedOp]) -> FusedOp:
-    b = C.CPlanBuilder()
-    inputs: list[Hop] = [group[0].inputs[0]]
-    main = inputs[0]
-    slots: dict[tuple[int, str], int] = {(main.id, C.MAIN): 0}  # one access per slot (codegen.emit.canon)
-    roots: list[C.CNode] = []
-    for o in group:
-        assert o.plan is not None
-        memo: dict[int, C.CNode] = {}
-
-        def re(n: C.CNode, o: FusedOp = o, memo: dict[int, C.CNode] = memo) -> C.CNode:
-            if id(n) in memo:
-                return memo[id(n)]
-            if n.op == "input":
-                h = o.inputs[int(n.arg)]  # type: ignore[call-overload]
-                acc = C.MAIN if h is main and n.access in (C.MAIN, C.CELL) else \
-                    (C.CELL if n.access == C.MAIN else n.access)
-                if (h.id, acc) not in slots:
-                    slots[h.id, acc] = len(inputs)
-                    inputs.append(h)
-                out = b.input(slots[h.id, acc], acc)
-            elif n.op == "literal":
-                out = b.literal(float(n.arg))  # type: ignore[arg-type]
-            else:
-                out = b.op(n.op, *[re(c) for c in n.children])
-            memo[id(n)] = out
-            return out
-
-        roots.append(re(o.plan.root))
-    safe = all(o.plan is not None and o.plan.sparse_safe and o.inputs[0] is main for o in group)
-    plan = C.CPlan("magg", roots[0], C.FULL_AGG, "sum", sparse_safe=safe, ninputs=len(inputs),
-                   roots=tuple(roots), agg_ops=tuple(o.plan.agg_op for o in group if o.plan is not None))
-    entries = {k: v for o in group for k, v in o.entries.items()}
-    return FusedOp("magg", group[0].root, entries, plan, inputs, roots=[o.root for o in group])
 
 
 # ----------------------------------------------------------------------------- DAG rewrite

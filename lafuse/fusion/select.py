@@ -26,7 +26,7 @@ from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, PLAN_EVAL_TIME
 from lafuse.cost.fused import basic_cost, chain_saving, fused_cost, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
-from lafuse.fusion import SelectStats
+from lafuse.fusion import SelectStats, magg
 from lafuse.fusion.construct import Cuts, FusionPlan, build_plan
 from lafuse.fusion.memo import MemoTable
 from lafuse.hops.hop import Hop
@@ -36,7 +36,7 @@ from lafuse.hops.hop import Hop
 # points even where nothing prunes. Within it a partition costs at most the plans its stakes pay for
 # (PLAN_EVAL_TIME), and at least MIN_PLANS_PER_PARTITION
 MAX_PLANS_PER_DAG = 1 << 16
-MIN_PLANS_PER_PARTITION = 32
+MIN_PLANS_PER_PARTITION = 64
 
 
 @dataclass
@@ -129,25 +129,37 @@ def interesting_points(memo: MemoTable, part: set[int]) -> list[tuple[int, int]]
 
 
 def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: float = float("inf"),
-              hints: dict[str, float] | None = None, memo: dict | None = None) -> float:
-    """C(P|q) of Eq. 4 over the operators of partition ``part``; stops early past ``bound``.
+              hints: dict[str, float] | None = None, memo: dict | None = None, maggs: bool = True) -> float:
+    """C(P|q) of Eq. 4 over the operators of partition ``part``; full aggregates' Cell operators that
+    compute a HOP in common merged into multi-aggregates where one costs less (fusion.magg, as the
+    optimizer merges them after selection: one pass, the shared part computed once); stops early past
+    ``bound``. (Merges of operators that share only an input do not enter: they would tie the costs of
+    groups structural pruning solves apart, see :class:`Interactions`.) ``maggs=False``: no merges.
     ``memo`` keeps operator costs across the assignments of one enumeration (a basic operator's
     cost never changes; a fused one's depends only on what it covers)."""
     memo = {} if memo is None else memo
     total = 0.0
-    for op in plan.fused:
-        if op.root.id in part:
-            assert op.plan is not None
-            # (the covered HOPs with their entries, whose cut references the operator reads
-            # materialized, and its inputs: the covered ids alone named two operators that read
-            # different inputs, and a memoized plan cost 4.996 where it costs 5.080)
-            key = ("f", op.template, op.root.id, frozenset(op.entries.items()), tuple(i.id for i in op.inputs))
-            c = memo.get(key)
-            if c is None:
-                c = memo[key] = fused_cost(op.plan, op.inputs, op.root, prof, hints)
-            total += c
-            if total >= bound:
-                return total
+    ops = [op for op in plan.fused if op.root.id in part]
+    aggs = magg.candidates(ops)
+    if maggs and len(aggs) > 1:  # the partition's multi-aggregates, merged where that costs less (fusion.magg)
+        merge = magg.CostedMerge(prof, hints, memo)
+        groups = [g for g in magg.group(aggs, merge, memo.setdefault(("below",), magg.Below()), overlap=True)
+                  if len(g) > 1]
+        total += merge.total(groups)
+        merged = {id(o) for g in groups for o in g}
+        ops = [op for op in ops if id(op) not in merged]
+    for op in ops:
+        assert op.plan is not None
+        # (the covered HOPs with their entries, whose cut references the operator reads
+        # materialized, and its inputs: the covered ids alone named two operators that read
+        # different inputs, and a memoized plan cost 4.996 where it costs 5.080)
+        key = ("f", op.template, op.root.id, frozenset(op.entries.items()), tuple(i.id for i in op.inputs))
+        c = memo.get(key)
+        if c is None:
+            c = memo[key] = fused_cost(op.plan, op.inputs, op.root, prof, hints)
+        total += c
+        if total >= bound:
+            return total
     return total + unfused_cost([h for h in plan.basic if h.id in part], prof, hints, memo)
 
 
@@ -386,7 +398,8 @@ class Interactions:
     §4.3, structural pruning). A plan's cost is the sum of its fused and basic operators'; a fused
     operator grows from its root along fusion references that are not cut, so it stays inside a
     connected group of the graph whose edges are those references (and an mmchain's outer product
-    and its parts, whose saving counts only when all are unfused). Which HOPs of a group are
+    and its parts, whose saving counts only when all are unfused; a multi-aggregate plan_cost
+    prices merges operators that compute a HOP in common, so of one group). Which HOPs of a group are
     computed as operator roots depends on its own consumers' plans and on reads from outside it,
     which are always materialized (a cut reference or a plain input: every HOP is computed, by its
     own instruction or inside an operator, and reads such an input materialized). So the groups'

@@ -18,8 +18,9 @@ and operator kinds only: whether a fused operator pays off is the plan selector'
 * A plan of one operator is pointless for a cell-wise unary or binary operator, but not for an n-ary
   min/max (one pass instead of a chain of binary ones): :func:`solo` says which may be fused alone.
   Only the heuristic policies build such plans; the cost-based one does not weigh them yet.
-* MAgg is not explored: full aggregates of selected Cell operators over the same iteration space
-  are combined after selection (:func:`lafuse.fusion.construct.combine_multi_aggregates`).
+* MAgg combines full aggregates of Cell operators over the same iteration space that share an
+  input (:mod:`lafuse.fusion.magg`): priced within a partition by the selector's plan cost, merged
+  across partitions after selection, as SystemDS does.
 """
 
 from __future__ import annotations

@@ -141,7 +141,10 @@ class Stats:
                + (f"; {f.observed} decisions weighed by the block executions an earlier run observed"
                   if f.observed else "")
                + (f"; {f.start_shared} kernels kept because they share Numba's start with the script's others"
-                  if f.start_shared else "")]
+                  if f.start_shared else "")
+               + (f"; multi-aggregates {f.maggs}" if f.maggs else "")
+               + (f" ({f.magg_declined} merges of full aggregates declined: one operator would cost more)"
+                  if f.magg_declined else "")]
         if "default" in sys.modules["lafuse.fusion"].DECIDED_ON:
             out.append("Codegen decisions used the built-in default hardware profile (slower rates than most "
                        "machines'): `lafuse calibrate` measures this one; `lafuse run` does it in its background "

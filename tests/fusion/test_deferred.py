@@ -477,6 +477,7 @@ def test_a_deferred_compile_builds_the_mode_the_next_run_needs(tmp_path, monkeyp
 def _fused_ops(text: str, preamble: str) -> tuple[list, dict, list]:
     """(DAG order, consumers, fused operators) fuse-all finds in the loop body of ``text`` (as
     fusion.optimize)."""
+    from lafuse.fusion import magg
     from lafuse.fusion.construct import build_plan
     from lafuse.fusion.memo import explore
     from lafuse.fusion.select import SELECTORS, Context
@@ -488,7 +489,7 @@ def _fused_ops(text: str, preamble: str) -> tuple[list, dict, list]:
     optimizer._mark_read_through(dag, order)
     memo = explore(dag.roots, dominance=True)
     cuts = SELECTORS["fuse-all"]().select(Context(memo, dag.roots, order, HardwareProfile()))
-    ops = optimizer.combine_multi_aggregates(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
+    ops = magg.combine(build_plan(memo, dag.roots, order, cuts, protect_outer=True).fused)
     return order, memo.consumers, ops
 
 

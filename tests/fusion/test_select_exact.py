@@ -83,10 +83,14 @@ def brute_force(memo, dag, order, part, pts, fixed) -> float:
                for bits in itertools.product((0, 1), repeat=len(pts)))
 
 
-def check(body: str) -> tuple[int, int, bool] | None:
-    """(largest partition's points, partitions checked, whether structural pruning fired), asserting
-    each partition's selected plan costs the brute-force minimum; None for a DAG with a partition of
-    more than MAX_POINTS points (not checked: its enumeration may run out of the plan budget)."""
+def check(body: str) -> tuple[int, int, bool, int] | None:
+    """(largest partition's points, partitions checked, whether structural pruning fired, partitions
+    whose plan budget ran out), asserting each partition's selected plan costs the brute-force
+    minimum; None for a DAG with a partition of more than MAX_POINTS points (not checked: its
+    enumeration may run out of the plan budget). A partition's budget is what its stakes (fuse-all's
+    cost above the lower bound) pay for: where fuse-all is that close to the bound (multi-aggregates
+    merge its redundant full aggregates into one pass), the search may stop early, and the plan it
+    keeps must still be the optimum."""
     dag = block(body)
     memo = explore(dag.roots)
     order = dag.hops()
@@ -95,7 +99,6 @@ def check(body: str) -> tuple[int, int, bool] | None:
         return None
     ctx = Context(memo, dag.roots, order, PROF, weight=20.0)  # (the loop's 20 runs)
     cuts = CostBased().select(ctx)
-    assert ctx.stats.over_budget == 0, (body, ctx.stats)
     checked = 0
     for part in partitions(memo):
         pts = interesting_points(memo, part)
@@ -106,10 +109,10 @@ def check(body: str) -> tuple[int, int, bool] | None:
         best = brute_force(memo, dag, order, part, pts, cuts - set(pts))
         assert got == pytest.approx(best, rel=1e-12), (body, len(pts), got, best)
         checked += 1
-    return max(sizes, default=0), checked, ctx.stats.pruned_structural > 0
+    return max(sizes, default=0), checked, ctx.stats.pruned_structural > 0, ctx.stats.over_budget
 
 
-SHARE: dict[int, tuple[int, int, bool] | None] = {}
+SHARE: dict[int, tuple[int, int, bool, int] | None] = {}
 SEEDS = 330  # (DAGs with a partition beyond MAX_POINTS drawn among them are not checked: 300 are)
 
 
@@ -120,7 +123,7 @@ def test_the_selected_plan_is_the_brute_force_optimum(chunk):
 
 
 # seeds of 12 intermediates whose largest partition has 15 and 16 points (2^16 plans by brute force)
-LARGE = ((2, 12), (45, 12))
+LARGE = ((59, 12), (45, 12))
 
 
 @pytest.mark.parametrize("seed,n", LARGE)
@@ -131,7 +134,8 @@ def test_partitions_of_up_to_16_points_get_the_optimum(seed, n):
 
 def test_structural_pruning_fires_on_a_share_of_the_dags(capsys):
     """After the 300 DAGs above (their results; this module's tests run in order): structural
-    pruning fired on at least a fifth of those with a partition of 4 points or more (printed)."""
+    pruning fired on at least a fifth of those with a partition of 4 points or more, and at most one
+    partition in twenty was not searched to the end (printed)."""
     for seed in range(SEEDS):  # (run alone: check them here)
         if seed not in SHARE:
             SHARE[seed] = check(script(seed))
@@ -141,8 +145,10 @@ def test_structural_pruning_fires_on_a_share_of_the_dags(capsys):
     with capsys.disabled():
         print(f"\n{len(done)} DAGs checked ({len(SHARE) - len(done)} with a partition beyond {MAX_POINTS} points "
               f"skipped), {sum(v[1] for v in done)} partitions; structural pruning fired on {len(fired)} of the "
-              f"{len(big)} with 4+ points; largest partition checked {max(v[0] for v in done)} points")
+              f"{len(big)} with 4+ points; largest partition checked {max(v[0] for v in done)} points; "
+              f"{sum(v[3] for v in done)} partitions past their plan budget (their plans the optimum too)")
     assert len(done) >= 300 and len(fired) >= len(big) / 5
+    assert sum(v[3] for v in done) <= sum(v[1] for v in done) / 20
 
 
 COMPOSITE = """A = X * Y
