@@ -173,15 +173,17 @@ def combine(ops: list[FusedOp], bare: Iterable[FusedOp] = (), accept: Accept | N
 def recorded(ops: list[FusedOp], bare: list[FusedOp], groups: Iterable[tuple[int, ...]],
              order: list[Hop]) -> list[FusedOp]:
     """``ops`` with the multi-aggregates an earlier run chose (feedback.decisions: each group's roots
-    by position in ``order``) rebuilt, the operators in the order that run grouped them."""
+    by position in ``order``) rebuilt, the operators in the order that run grouped them. A group
+    whose roots are not all aggregates of this plan is left apart (the decision's key names the DAG,
+    so only a stale entry could; unmerged, the operators compute the same values)."""
     at = {h.id: i for i, h in enumerate(order)}
     by_pos = {at[o.root.id]: o for o in [*candidates(ops), *bare] if o.root.id in at}
     taken: set[int] = set()
     out: list[FusedOp] = []
     for g in groups:
         members = [by_pos[p] for p in g if p in by_pos]
-        if len(members) != len(g):
-            raise ValueError(f"a recorded multi-aggregate's roots {g} are not aggregates of this plan")
+        if len(members) != len(g) or any(id(o) in taken for o in members):
+            continue
         taken |= {id(o) for o in members}
         out.append(build(members))
     return [o for o in ops if id(o) not in taken] + out

@@ -54,7 +54,7 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
         cuts = selector().select(ctx) if memo.groups else frozenset()
     plan = build_plan(memo, new.roots, order, cuts, protect_outer=heuristic, single=heuristic)
     part_of = {h: i for i, p in enumerate(partitions(memo)) for h in p}
-    ops = _combined(plan, order, None if heuristic else (prof, hints, ctx.costs, part_of), frozenset(), st)
+    ops, declined = _combined(plan, order, None if heuristic else (prof, hints, ctx.costs, part_of), frozenset())
     keys: set[str] = set()
     unfused0, observed0, shared0 = st.unfused_by_compile_cost, st.observed, st.start_shared
     deferred0, prestart0 = (len(F.DEFERRED), st.deferred), set(F.ON_PRESTART)
@@ -70,8 +70,9 @@ def run(dag: Dag, cfg: Any, st: F.FusionStats, prof: HardwareProfile, weight: fl
             st.unfused_by_compile_cost += len({hid for hid, _ in extra})
             cuts, apart = cuts | extra, apart | split
             plan = build_plan(memo, new.roots, order, cuts)
-            ops = _combined(plan, order, (prof, hints, ctx.costs, part_of), apart, st)
+            ops, _ = _combined(plan, order, (prof, hints, ctx.costs, part_of), apart)
     st.maggs += sum(op.template == "magg" for op in ops)
+    st.magg_declined += declined  # (those of the selected plan, before compile decisions dissolve any)
     st.fused_ops += len(ops)
     st.cplans += len(ops)
     _rewrite(new, ops)
@@ -117,20 +118,19 @@ def dag_cost(dag: Dag, cfg: Any, prof: HardwareProfile | None = None,
                 + unfused_cost([h for h in order if h.id not in fused], prof, hints))
 
 
-def _combined(plan: FusionPlan, order: list[Hop], costed: tuple | None, apart: frozenset[int],
-              st: F.FusionStats) -> list[FusedOp]:
+def _combined(plan: FusionPlan, order: list[Hop], costed: tuple | None,
+              apart: frozenset[int]) -> tuple[list[FusedOp], int]:
     """The plan's operators with multi-aggregates (fusion.magg): every compatible group under the
     heuristic policies (``costed`` None); under the cost-based one (``costed``: profile, hints, the
     selector's cost memo, each HOP's partition) the merges that cost less, within each partition as
-    the selector priced them, then across; ``apart``: roots whose multi-aggregate did not pay its compile."""
+    the selector priced them, then across; ``apart``: roots whose multi-aggregate did not pay its
+    compile. Also how many merges the cost model declined."""
     bare = magg.bare_aggregates(order, plan.fused)
     if costed is None:
-        return magg.combine(plan.fused, bare)
+        return magg.combine(plan.fused, bare), 0
     prof, hints, memo, part_of = costed
     merge = magg.CostedMerge(prof, hints, memo, bare)
-    ops = magg.combine(plan.fused, bare, merge, lambda o: part_of.get(o.root.id, -1), apart)
-    st.magg_declined += merge.declined
-    return ops
+    return magg.combine(plan.fused, bare, merge, lambda o: part_of.get(o.root.id, -1), apart), merge.declined
 
 
 def replay(dag: Dag, earlier: decisions.Decision, st: F.FusionStats, t0: float) -> tuple[Dag, MemoTable]:

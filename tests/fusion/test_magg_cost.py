@@ -157,3 +157,18 @@ def test_stats_report_multi_aggregates_and_declined_merges():
     line = Stats(fusion=fusion.FusionStats(maggs=2, magg_declined=1))._codegen_lines()[1]
     assert "multi-aggregates 2 (1 merges of full aggregates declined" in line, line
     assert "multi-aggregates" not in Stats(fusion=fusion.FusionStats())._codegen_lines()[1]
+
+
+def test_a_stale_recorded_group_is_left_apart():
+    """A recorded group whose roots are not aggregates of the plan (only a stale entry could name
+    them) rebuilds nothing: the operators stay apart and compute the same values."""
+    cfg = cfgmod.Config(codegen=True, fusion="cost", sum_product=False)
+    body = loop_body("a = sum(X * Y)\nb = sum(X * Z)\nprint(a + b)", BIG, cfg)
+    memo = explore(body.dag.roots)
+    order = body.dag.hops()
+    ops = build_plan(memo, body.dag.roots, order, frozenset()).fused
+    at = {h.id: i for i, h in enumerate(order)}
+    roots = tuple(sorted(at[o.root.id] for o in ops))
+    assert [o.template for o in magg.recorded(ops, [], [roots], order)] == ["magg"]
+    assert magg.recorded(ops, [], [(len(order) + 1, roots[0])], order) == ops
+    assert magg.recorded(ops, [], [roots, roots], order)[-1].template == "magg"  # (each operator once)
