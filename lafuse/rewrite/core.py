@@ -192,6 +192,14 @@ class Ctx:
         assert inc_roots == self._roots, "consumer map out of date: roots differ"
         assert inc_par == fresh, "consumer map out of date: consumers differ"
 
+    def uses(self, h: Hop) -> tuple[list[Hop], bool, bool]:
+        """``parents(h)``, ``is_root(h)`` and ``single_use(h)`` from one lookup (the sum-product rule's
+        region keys ask all three of every operator of every region)."""
+        d = self._par().get(h.id)
+        ps = list(d.values()) if d else []
+        root = h.id in self._roots
+        return ps, root, len(ps) == 1 and not root and sum(1 for i in ps[0].inputs if i is h) == 1
+
     def single_use(self, h: Hop) -> bool:
         """``h`` feeds exactly one input slot of one HOP and is no root (so rewriting its only consumer
         makes ``h`` itself dead: no work is duplicated)."""
