@@ -21,6 +21,7 @@ without a candidate is known by ``region_key`` (no HOP ids) to later compilation
 from __future__ import annotations
 
 import hashlib
+import marshal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -241,10 +242,14 @@ def region_key(ctx: Ctx, h: Hop) -> str | None:
             parts.append((len(ps), single, root, any(p.kind in ("data", "builtin") or ctx.is_root(p) for p in ps)))
         parts.append(len(x.inputs))
         stack.extend((i, inner) for i in reversed(x.inputs))
-    text = repr(parts)
-    if " at 0x" in text:
-        return None
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    try:  # (marshal: faster than repr here; format 0 writes values only, no references nor interning)
+        data = marshal.dumps(parts, 0)
+    except ValueError:  # a parameter marshal does not take: its text, unless it is shown by address
+        text = repr(parts)
+        if " at 0x" in text:
+            return None
+        data = text.encode()
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def _leaf_key(h: Hop, mark: int) -> object:
