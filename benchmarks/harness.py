@@ -284,8 +284,8 @@ def codegen_stats(out: str) -> dict[str, float]:
 
 
 def lafuse_env(cache: str | None) -> dict[str, str]:
-    """Environment of a measured ``lafuse run``: its own plan cache (if given), and Python's bytecode cache
-    on as in an installed package. Why: with PYTHONDONTWRITEBYTECODE set (as in some sandboxes and CI
+    """Environment of a measured ``lafuse run``: its own plan cache (if given), this tree's lafuse, and
+    Python's bytecode cache on as in an installed package. Why: with PYTHONDONTWRITEBYTECODE set (as in some sandboxes and CI
     images), every run compiles lafuse's sources again, and the code generator's modules, which only
     fused runs import, cost ~40 ms more per run (measured: importing the primitives 0.071 s without
     bytecode, 0.032 s with)."""
@@ -293,6 +293,9 @@ def lafuse_env(cache: str | None) -> dict[str, str]:
     if cache:
         env["LAFUSE_CODEGEN_CACHE"] = cache
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # the lafuse of this harness's tree: run from a second worktree (an A/B against an older commit),
+    # ``python -m lafuse`` in the script's directory would import the installed (editable) checkout
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT.parent), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 

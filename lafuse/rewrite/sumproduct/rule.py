@@ -15,7 +15,7 @@ batch size; what keeps that cheap: a region is planned only if the least work an
 (``plans.least_join_size``) is ``MIN_WORK_GAIN`` below the work as written, and a region found
 without a candidate is known by ``region_key`` (no HOP ids) to later compilations and, saved by
 ``lafuse run``, to later runs (``feedback.sumproduct``): AutoEncoder 5000 x 100 spent 40 of its
-55 ms a run in this rule before, ~1 ms after.
+55 ms a run in this rule before, 3.7 ms after (2.0 of them the keys of regions new to a DAG).
 """
 
 from __future__ import annotations
