@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, PLAN_EVAL_TIME
-from lafuse.cost.fused import basic_cost, chain_saving, fused_cost, fused_op_rate, fused_weight
+from lafuse.cost.fused import basic_cost, chain_saving, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import SelectStats, magg
@@ -143,21 +143,13 @@ def plan_cost(plan: FusionPlan, part: set[int], prof: HardwareProfile, bound: fl
     aggs = magg.candidates(ops)
     if maggs and len(aggs) > 1:  # the partition's multi-aggregates, merged where that costs less (fusion.magg)
         merge = magg.CostedMerge(prof, hints, memo)
-        groups = [g for g in magg.group(aggs, merge, memo.setdefault(("below",), magg.Below()), overlap=True)
-                  if len(g) > 1]
+        below = memo.get(("below",)) or memo.setdefault(("below",), magg.Below())
+        groups = [g for g in magg.group(aggs, merge, below, overlap=True) if len(g) > 1]
         total += merge.total(groups)
         merged = {id(o) for g in groups for o in g}
         ops = [op for op in ops if id(op) not in merged]
     for op in ops:
-        assert op.plan is not None
-        # (the covered HOPs with their entries, whose cut references the operator reads
-        # materialized, and its inputs: the covered ids alone named two operators that read
-        # different inputs, and a memoized plan cost 4.996 where it costs 5.080)
-        key = ("f", op.template, op.root.id, frozenset(op.entries.items()), tuple(i.id for i in op.inputs))
-        c = memo.get(key)
-        if c is None:
-            c = memo[key] = fused_cost(op.plan, op.inputs, op.root, prof, hints)
-        total += c
+        total += magg.op_cost(op, prof, hints, memo)
         if total >= bound:
             return total
     return total + unfused_cost([h for h in plan.basic if h.id in part], prof, hints, memo)

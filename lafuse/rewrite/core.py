@@ -203,10 +203,7 @@ class Ctx:
     def single_use(self, h: Hop) -> bool:
         """``h`` feeds exactly one input slot of one HOP and is no root (so rewriting its only consumer
         makes ``h`` itself dead: no work is duplicated)."""
-        if self.n_consumers(h) != 1 or self.is_root(h):
-            return False
-        ps = self.parents(h)
-        return sum(1 for i in ps[0].inputs if i is h) == 1
+        return self.uses(h)[2]
 
     def pure(self, h: Hop) -> bool:
         """No nondeterministic or side-effecting HOP in ``h``'s cone: it may be dropped or reordered."""

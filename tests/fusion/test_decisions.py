@@ -200,15 +200,21 @@ def test_cli_reuses_decisions_without_loading_the_optimizer(tmp_path):
     assert "optimizer loaded: True" in off.stdout and off.stdout.splitlines()[0] == value
 
 
+def corrupt_cache(tmp_path, text: str, name: str, content: bytes):
+    """(a script of ``text``, a private plan cache whose feedback file ``name`` holds ``content``)."""
+    script = tmp_path / "s.dml"
+    script.write_text(text)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    (cache / name).write_bytes(content)
+    return script, cache
+
+
 @pytest.mark.parametrize("content", [b"\x00\xffgarbage", b"[1, 2]", b'{"k": "x"}',
                                      b'{"k": {"candidates": [], "savings": {}, "blas": [], "unfused": -1, '
                                      b'"observed": 0}}'])
 def test_a_corrupt_decisions_file_is_deleted_and_rebuilt(tmp_path, content):
-    script = tmp_path / "loop.dml"
-    script.write_text(SCRIPT)
-    cache = tmp_path / "cache"
-    cache.mkdir(mode=0o700)
-    (cache / decisions.FILE).write_bytes(content)
+    script, cache = corrupt_cache(tmp_path, SCRIPT, decisions.FILE, content)
     res = _run(script, cache)
     assert res.returncode == 0 and "optimizer loaded: True" in res.stdout
     assert f"run feedback {cache / decisions.FILE} is corrupt" in res.stderr

@@ -24,6 +24,7 @@ from lafuse.feedback import sumproduct as verdicts
 from lafuse.rewrite.sumproduct import plans as P
 from lafuse.rewrite.sumproduct import rule as R
 from lafuse.rewrite.sumproduct.ir import Factor, Term
+from tests.fusion.test_decisions import corrupt_cache
 
 from .test_sumproduct import LEAVES, expressions
 
@@ -192,11 +193,7 @@ def test_lafuse_run_saves_the_verdicts_for_later_runs(tmp_path):
 
 @pytest.mark.parametrize("content", [b"\x00garbage", b"[1]", b'{"source": "x", "keys": [1]}'])
 def test_a_corrupt_verdicts_file_is_deleted_and_rebuilt(tmp_path, content):
-    script = tmp_path / "s.dml"
-    script.write_text(SCRIPT)
-    cache = tmp_path / "cache"
-    cache.mkdir(mode=0o700)
-    (cache / verdicts.FILE).write_bytes(content)
+    script, cache = corrupt_cache(tmp_path, SCRIPT, verdicts.FILE, content)
     res = _cli(script, cache)
     assert _translated(res) > 0
     assert f"run feedback {cache / verdicts.FILE} is corrupt" in res.stderr
