@@ -530,16 +530,7 @@ def _row_cplan(op: FusedOp) -> None:
 
 def _reads_main(n: C.CNode) -> bool:
     """The row plan node ``n`` reads the main input."""
-    stack, seen = [n], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if x.op == "input" and x.access == C.MAIN:
-            return True
-        stack.extend(x.children)
-    return False
+    return any(x.op == "input" and x.access == C.MAIN for x in C.nodes_below([n]))
 
 
 def _outer_cplan(op: FusedOp) -> None:

@@ -143,7 +143,8 @@ def combine(ops: list[FusedOp], bare: Iterable[FusedOp] = (), accept: Accept | N
     below = below or Below()
     bare = list(bare)
     cands = [o for o in candidates(ops) if o.root.id not in keep_apart]
-    rest = [o for o in ops if o not in cands]
+    taken = {id(o) for o in cands}
+    rest = [o for o in ops if id(o) not in taken]
     groups: list[list[FusedOp]] = []
     if parts is not None:
         by_part: dict[Any, list[FusedOp]] = {}

@@ -351,6 +351,11 @@ def sparse_base(n: CNode, sparse: set[int], scale_of: dict[int, CNode]) -> CNode
 
 def postorder(plan: CPlan) -> list[CNode]:
     """The plan's distinct nodes, children before parents."""
+    return nodes_below(plan.all_roots())
+
+
+def nodes_below(roots: tuple[CNode, ...] | list[CNode]) -> list[CNode]:
+    """The distinct nodes under ``roots`` (theirs included), children before parents."""
     out: list[CNode] = []
     seen: set[int] = set()
 
@@ -362,7 +367,7 @@ def postorder(plan: CPlan) -> list[CNode]:
             walk(ch)
         out.append(n)
 
-    for r in plan.all_roots():
+    for r in roots:
         walk(r)
     return out
 
