@@ -199,3 +199,80 @@ def test_a_corrupt_verdicts_file_is_deleted_and_rebuilt(tmp_path, content):
     assert f"run feedback {cache / verdicts.FILE} is corrupt" in res.stderr
     assert json.loads((cache / verdicts.FILE).read_text())["keys"]  # rebuilt by the run
     assert _translated(_cli(script, cache)) == 0
+
+
+BODY = """A1 = 1 / (1 + exp(-(X %*% W1)))
+D = (A1 %*% W2 - Y) / nrow(X)
+D1 = (D %*% t(W2)) * A1 * (1 - A1)
+W1 = W1 - 0.1 * (t(X) %*% D1)
+out = W2 - 0.1 * (t(A1) %*% D)
+print(max(W1))
+"""
+BODY_SHAPES = {"X": (60, 20), "W1": (20, 8), "W2": (8, 20), "Y": (60, 20)}
+
+
+def _region_keys(monkeypatch) -> list[str | None]:
+    got: list[str | None] = []
+    real = R.region_key
+
+    def keyed(ctx, h):
+        got.append(real(ctx, h))
+        return got[-1]
+
+    monkeypatch.setattr(R, "region_key", keyed)
+    return got
+
+
+def test_a_dag_whose_regions_are_all_verdicts_is_one_verdict(monkeypatch):
+    verdicts._known.clear()
+    keys = _region_keys(monkeypatch)
+    calls = _translations(monkeypatch)
+    _compile(BODY, BODY_SHAPES)
+    assert len(keys) >= 4 and calls  # several regions, none with a candidate
+    n_keys, n_calls = len(keys), len(calls)
+    _compile(BODY, BODY_SHAPES)  # the same DAG again: its one key decides, no region is keyed
+    assert (len(keys), len(calls)) == (n_keys, n_calls)
+    _compile(BODY, {**BODY_SHAPES, "X": (50, 20), "Y": (50, 20)})  # other sizes: regions keyed again
+    assert len(keys) > n_keys
+
+
+def test_a_dag_with_a_candidate_is_planned_again(monkeypatch):
+    """A region whose plan was chosen by cost is no verdict: the DAG around it is decided again, and
+    the rewrite fires at each compilation."""
+    verdicts._known.clear()
+    script = BODY + "s = sum(W1 %*% W2)\nprint(s)\n"
+    before = len(R.FIRED)
+    _compile(script, BODY_SHAPES)
+    once = len(R.FIRED) - before
+    assert once >= 1 and any("sum" in f.written for f in R.FIRED[-once:])
+    _compile(script, BODY_SHAPES)
+    assert len(R.FIRED) - before == 2 * once
+
+
+def _dag_keys(script: str, shapes: dict[str, tuple[int, int]], monkeypatch) -> set[str]:
+    got: list[str | None] = []
+    real = R.dag_key
+
+    def keyed(order, roots):
+        got.append(real(order, roots))
+        return got[-1]
+
+    monkeypatch.setattr(R, "dag_key", keyed)
+    verdicts._known.clear()
+    _compile(script, shapes)
+    monkeypatch.setattr(R, "dag_key", real)
+    assert got and None not in got
+    return set(got)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("b", [
+    BODY.replace("0.1 * (t(X)", "0.2 * (t(X)"),  # a literal
+    BODY.replace("(t(X) %*% D1)", "(t(X) %*% A1)"),  # an edge
+    BODY.replace("(D %*% t(W2)) * A1", "A1 * (D %*% t(W2))"),  # the order of operands
+])
+def test_dags_that_differ_have_different_keys(b, monkeypatch):
+    a_keys = _dag_keys(BODY, BODY_SHAPES, monkeypatch)
+    assert a_keys == _dag_keys(BODY, BODY_SHAPES, monkeypatch)  # the same DAG again (new HOP ids): the same
+    b_keys = _dag_keys(b, BODY_SHAPES, monkeypatch)
+    assert a_keys.isdisjoint(b_keys)
+    assert a_keys.isdisjoint(_dag_keys(BODY, {**BODY_SHAPES, "W1": (20, 9), "W2": (9, 20)}, monkeypatch))

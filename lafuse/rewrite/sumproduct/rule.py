@@ -114,21 +114,36 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         return False
     changed = False
     persist = bool(getattr(ctx.cfg, "fusion_reuse", False))
+    order = walk(dag.roots)
+    # a DAG whose every region is a no-candidate verdict is one verdict: one key for the DAG instead
+    # of one a region (AutoEncoder's loop body: 15 regions, ~45 us a key), and later rounds of the same
+    # DAG ask only whether its HOPs and edges are the ones found clean
+    shape = ("clean", tuple((h.id, h.rows, h.cols, *(i.id for i in h.inputs)) for h in order))
+    if shape in dag.planned:
+        return False
+    dkey = dag_key(order, dag.roots)
+    if dkey is not None and verdicts.known(dkey, persist):
+        dag.planned.add(shape)
+        return False
+    clean = dkey is not None  # so far, every region of this round is a no-candidate verdict
     small: bool | None = None  # the DAG touches fewer than SMALL_WORK cells (asked once needed)
     before_cost: list[float | None] = [None]  # the DAG's cost as it is (until a rewrite changes it)
     # region roots bottom-up: a shared subexpression is planned before the regions that read it
-    for h in walk(dag.roots):
+    for h in order:
         if not ctx.reachable(h) or not is_sp_op(h) or _inner(ctx, h) or _alone(h):
             continue
-        # (the cheap walk first: region_key's costs ~60 us a region of AutoEncoder's loop body, and the
+        # (the cheap walk first: region_key's costs ~45 us a region of AutoEncoder's loop body, and the
         # rule meets most regions again in later rounds of the same DAG)
         sig = ("sig", h.id, _signature(h))
-        if sig in dag.planned:
-            continue  # (the same operators and sizes as a round before)
+        if sig in dag.planned:  # (the same operators and sizes as a round before)
+            clean = clean and ("none", sig) in dag.planned
+            continue
         dag.planned.add(sig)
         rkey = region_key(ctx, h)
         if rkey is not None and verdicts.known(rkey, persist):
+            dag.planned.add(("none", sig))
             continue  # (an earlier compilation found no plan of this region worth costing)
+        clean = clean and rkey is not None
         mark = Hop("mark", "mark").id  # (HOP ids grow: a plan's own HOPs are the ones above it)
         alone = translate(h, ctx, False)
         # (absorbing the shared operators too is another region only if one was left a leaf)
@@ -138,9 +153,13 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         regions = [r for r in regions if not all(x.kind == "matmult" or (x.kind, x.op) == ("reorg", "t")
                                                  for x in r.absorbed)]
         key = tuple(canonical(r, mark) for r in regions)
-        if not regions and rkey is not None:
-            verdicts.record(rkey)
-        if not regions or key in dag.planned:
+        if not regions:
+            if rkey is not None:
+                verdicts.record(rkey)
+                dag.planned.add(("none", sig))
+            continue
+        if key in dag.planned:
+            clean = False  # (the same region under another root: decided there, maybe by cost)
             continue
         dag.planned.add(key)
         # a block recompiled with the same sizes repeats its decision (the cost is the same)
@@ -148,6 +167,7 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
                 getattr(ctx.cfg, "codegen", None), getattr(ctx.cfg, "fusion", None), ctx.cost is None,
                 _density(ctx.hints, regions))
         if seen in DECIDED:
+            clean = False  # (maybe decided by cost)
             decided = DECIDED[seen]
             if decided is None:
                 continue
@@ -162,6 +182,8 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
             plans = _candidates(ctx, h, regions, mark)
             if not plans and rkey is not None:
                 verdicts.record(rkey)
+                dag.planned.add(("none", sig))
+            clean = clean and not plans
             best = _choose(ctx, dag, h, plans, regions, small, before_cost)
             if len(DECIDED) >= MAX_DECIDED:
                 DECIDED.clear()
@@ -174,6 +196,10 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         FIRED.append(Fired(h.span.line, h.span.col, plan.rewrites or ("regrouping",), before, after,
                            unit, describe(h), describe(plan.hop)))
         changed = True
+    if clean and not changed:
+        assert dkey is not None
+        verdicts.record(dkey)
+        dag.planned.add(shape)
     return changed
 
 
@@ -210,6 +236,32 @@ def _signature(h: Hop) -> tuple:
     return tuple(out)
 
 
+def dag_key(order: list[Hop], roots: list[Hop]) -> str | None:
+    """What every region key of a DAG reads, for the DAG at once: each HOP's operator, types, sizes,
+    value and parameters, its inputs by position in ``order``, and the roots (consumers, sharing and
+    purity follow from these). None: a parameter without a stable text."""
+    num = {h.id: k for k, h in enumerate(order)}
+    parts: list[object] = ["dag"]
+    for x in order:
+        parts.append((x.kind, x.op, x.dt, x.vt, x.rows, x.cols, x.value,
+                      sorted(x.params.items()) if x.params else None, [num[i.id] for i in x.inputs]))
+    parts.append([num[r.id] for r in roots])
+    return _digest(parts)
+
+
+def _digest(parts: list[object]) -> str | None:
+    """A key's bytes hashed: marshal format 0 (values only, no references nor interning: the same
+    bytes in every process; faster than repr here), else the text, unless a value shows by address."""
+    try:
+        data = marshal.dumps(parts, 0)
+    except ValueError:
+        text = repr(parts)
+        if " at 0x" in text:
+            return None
+        data = text.encode()
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
 def region_key(ctx: Ctx, h: Hop) -> str | None:
     """What translation and candidate building read of the region rooted at ``h``, without HOP ids:
     every sum-product operator it may absorb (kind, operator, types, sizes, parameters, whether it is
@@ -242,14 +294,7 @@ def region_key(ctx: Ctx, h: Hop) -> str | None:
             parts.append((len(ps), single, root, any(p.kind in ("data", "builtin") or ctx.is_root(p) for p in ps)))
         parts.append(len(x.inputs))
         stack.extend((i, inner) for i in reversed(x.inputs))
-    try:  # (marshal: faster than repr here; format 0 writes values only, no references nor interning)
-        data = marshal.dumps(parts, 0)
-    except ValueError:  # a parameter marshal does not take: its text, unless it is shown by address
-        text = repr(parts)
-        if " at 0x" in text:
-            return None
-        data = text.encode()
-    return hashlib.sha256(data).hexdigest()[:32]
+    return _digest(parts)
 
 
 def _leaf_key(h: Hop, mark: int) -> object:
