@@ -4,7 +4,9 @@
 rules in ``RULES`` order: a DAG rule on the whole DAG, and each run of consecutive local rules in one
 bottom-up pass (inputs before users; at each HOP the first rule that returns a replacement wins).
 A replacement takes the HOP's place in every parent and root, and the sizes of the new HOPs and of
-everything above them are inferred again.
+everything above them are inferred again. A rule (or run of local rules) that changed nothing is not
+run again before something changes: the round that confirms the fixpoint runs only what came before
+the last change (AutoEncoder 5000 x 100's recompilations: 7.6 -> 5.4 ms a run in the driver).
 
 Debug hook: with ``LAFUSE_VALIDATE=1`` in the environment, or ``lafuse.rewrite.driver.VALIDATE = True``
 (tests set it), the DAG invariants (``lafuse.hops.validate``) are checked after every rule application
@@ -25,6 +27,9 @@ from lafuse.rewrite.core import Ctx, Rule
 
 MAX_ROUNDS = 16
 VALIDATE = False
+# a rule that changed nothing is not run again before some rule changes the DAG (rules are functions
+# of the DAG; tests turn it off to show the fixpoint is the same)
+SKIP_CLEAN = True
 APPLIED: Counter[str] = Counter()  # rule name -> number of applications in this process (diagnostics)
 
 
@@ -83,13 +88,16 @@ def by_kind(rules: list[Rule]) -> tuple[dict[str, list[Rule]], list[Rule]]:
     return table, [r for r in rules if r.kinds is None]
 
 
-def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> bool:
-    changed = False
+def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> tuple[bool, bool]:
+    """(a HOP was replaced, a HOP's sizes were inferred anew without one)."""
+    changed = resized = False
     table, other = by_kind(rules)
     for h in walk(dag.roots):
         if not ctx.reachable(h):
             continue  # replaced earlier in this pass
+        before = (h.rows, h.cols, h.nnz)
         ctx.infer(h)
+        resized = resized or (h.rows, h.cols, h.nnz) != before
         for r in table.get(h.kind, other):
             new = r.fn(h, ctx)
             if new is not None and new is not h:
@@ -98,7 +106,7 @@ def _local_pass(dag: Dag, rules: list[Rule], ctx: Ctx) -> bool:
                 changed = True
                 _check(dag, r.name, ctx)
                 break
-    return changed
+    return changed, resized
 
 
 def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any] | None = None,
@@ -117,23 +125,39 @@ def rewrite_dag(dag: Dag, cfg: Any, dynamic: bool = False, known: dict[str, Any]
         return
     ctx = Ctx(cfg, dynamic, known, dag, evaluate, cost, hints)
     _check(dag, "<input>", ctx)
+    # A rule is a function of the DAG: one that changed nothing need not run again before something
+    # does (the last round, that confirms the fixpoint, then runs only the rules before the last
+    # change). ``version`` counts the changes; ``clean[i]``: the version the rules from i last left as
+    # they found it.
+    version = 0
+    clean: dict[int, int] = {}
     for _ in range(MAX_ROUNDS):
         changed = False
         i = 0
         while i < len(rules):
             r = rules[i]
+            j = i + 1
+            if r.scope != "dag":
+                while j < len(rules) and rules[j].scope == "hop":
+                    j += 1
+            if SKIP_CLEAN and clean.get(i) == version:
+                i = j
+                continue
             if r.scope == "dag":
-                if r.fn(dag, ctx):
+                got = r.fn(dag, ctx)
+                if got:
                     APPLIED[r.name] += 1
-                    changed = True
                     ctx.invalidate()
                     _check(dag, r.name, ctx)
-                i += 1
-                continue
-            j = i
-            while j < len(rules) and rules[j].scope == "hop":
-                j += 1
-            changed |= _local_pass(dag, rules[i:j], ctx)
+                touched = got
+            else:
+                got, resized = _local_pass(dag, rules[i:j], ctx)
+                touched = got or resized
+            changed |= got
+            if touched:
+                version += 1
+            else:
+                clean[i] = version
             i = j
         if not changed:
             break

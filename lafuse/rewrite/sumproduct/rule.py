@@ -14,8 +14,9 @@ The rule runs at every dynamic recompilation, and a mini-batch loop body is reco
 batch size; what keeps that cheap: a region is planned only if the least work any plan of it can do
 (``plans.least_join_size``) is ``MIN_WORK_GAIN`` below the work as written, and a region found
 without a candidate is known by ``region_key`` (no HOP ids) to later compilations and, saved by
-``lafuse run``, to later runs (``feedback.sumproduct``): AutoEncoder 5000 x 100 spent 40 of its
-55 ms a run in this rule before, 3.7 ms after (2.0 of them the keys of regions new to a DAG).
+``lafuse run``, to later runs (``feedback.sumproduct``); a DAG whose every region is such a verdict
+is one verdict (``dag_key``). AutoEncoder 5000 x 100 spent 40 of its 55 ms a run in this rule
+before, 0.7 ms after (the region keys were 2.0 ms of 3.9 before the DAG's one key).
 """
 
 from __future__ import annotations
