@@ -1,7 +1,8 @@
 """lafuse: a declarative machine-learning system for Python in the line of Apache SystemDS.
 
-``lafuse.run_dml(script, inputs={...}, outputs=[...])`` compiles and runs DML from Python; the
-``lafuse`` command runs DML files (see README.md).
+``import lafuse as lf``: lazy matrices (``lf.matrix(X)``), NumPy's operators, every DML builtin and
+library algorithm as ``lf.<name>``, ``lf.compute(...)`` (docs/python.md); ``lafuse.run_dml(script,
+inputs={...}, outputs=[...])`` runs DML text; the ``lafuse`` command runs DML files (README.md).
 """
 
 import os as _os
@@ -17,6 +18,28 @@ import os as _os
 BLAS_THREAD_TIMEOUT = "18"  # log2 of the cycles OpenBLAS's idle threads spin (OPENBLAS_THREAD_TIMEOUT)
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", BLAS_THREAD_TIMEOUT)
 
+from typing import Any as _Any  # noqa: E402
+
+from lafuse import config  # noqa: E402  (also a context manager: with lf.config(codegen=False): ...)
 from lafuse.compiler import run_dml  # noqa: E402
 
-__all__ = ["run_dml"]
+_API = frozenset({"Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
+                  "ones", "rand", "rbind", "read", "seq", "zeros"})
+
+__all__ = ["config", "run_dml", *sorted(_API)]
+
+
+def __getattr__(name: str) -> _Any:
+    """The Python API's names, and ``lf.<builtin>``: imported on first use (``lafuse run`` does not
+    load the API)."""
+    if name.startswith("__") or name == "api":
+        raise AttributeError(name)
+    import importlib
+
+    if name in _API:
+        return getattr(importlib.import_module("lafuse.api"), name)
+    try:
+        return importlib.import_module("lafuse.api.functions").lookup(name)
+    except AttributeError:
+        raise AttributeError(f"module 'lafuse' has no attribute '{name}' (no DML builtin or library "
+                             f"function of that name)") from None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
+import types
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -233,3 +235,32 @@ def codegen_cache_dir() -> Path:
     $XDG_CACHE_HOME/lafuse/codegen, else ~/.cache/lafuse/codegen. Here rather than in lafuse.codegen,
     whose import starts Numba: the optimizer probes the cache before deciding to load it."""
     return user_file("LAFUSE_CODEGEN_CACHE", "XDG_CACHE_HOME", ".cache", "codegen")
+
+
+def options(**knobs: Any) -> contextlib.AbstractContextManager[Config]:
+    """``with lf.config(codegen=False, fusion="fuse-all"): ...``: the Python API's way to set knobs for a
+    region of code, each checked as a config file's (a typo or a bad value fails here, naming it).
+    ``scheduler`` also takes a ``distributed.Client`` (its scheduler's address)."""
+    names = {f.name for f in fields(Config)}
+    unknown = sorted(set(knobs) - names)
+    if unknown:
+        raise TypeError(f"lf.config: unknown option(s) {unknown}; known: {sorted(names)}")
+    sched = knobs.get("scheduler")
+    if sched is not None and not isinstance(sched, str):
+        address = getattr(getattr(sched, "scheduler", None), "address", None)
+        if not isinstance(address, str):
+            raise TypeError(f"lf.config: scheduler must be an address or a distributed.Client, not "
+                            f"{type(sched).__name__}")
+        knobs["scheduler"] = address
+    checked = {k: check_value(k, list(v) if isinstance(v, tuple) else v, "lf.config") for k, v in knobs.items()}
+    return using(**checked)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``lf.config(**knobs)`` is ``options(**knobs)``."""
+
+    def __call__(self, **knobs: Any) -> contextlib.AbstractContextManager[Config]:
+        return options(**knobs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,16 @@
+"""The lazy Python API: ``import lafuse as lf``; ``lf.matrix(X) @ lf.matrix(Y)`` builds, ``.compute()``
+runs the whole expression through the compiler (docs/python.md).
+
+The pipeline's front end beside ``lang/``: expressions (``expr``, ``lazy``, ``indexing``) are emitted
+as one DML script (``emit``) and run by the same compiler and runtime (``run``).
+"""
+
+from __future__ import annotations
+
+from lafuse.api.expr import ShapeError
+from lafuse.api.functions import cbind, full, ones, rand, rbind, read, seq, zeros
+from lafuse.api.lazy import Matrix, Other, Scalar, matrix
+from lafuse.api.run import compute, last_stats
+
+__all__ = ["Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
+           "ones", "rand", "rbind", "read", "seq", "zeros"]

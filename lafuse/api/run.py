@@ -1,0 +1,127 @@
+"""Computing lazy values: their graph as one DML script, compiled and run in this process by the same
+compiler and runtime as ``lafuse run`` (rewrites, sum-product optimization, fusion, dynamic
+recompilation, the Dask runtime under ``exec_type``).
+
+Errors the compiler or runtime find are raised at the Python line that built the failing expression
+(the script's line -> node -> span map of ``api.emit``), as the same lafuse error type.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from lafuse import config as cfgmod
+from lafuse.api.emit import PATH, Script, describe, emit
+from lafuse.api.expr import MATRIX, Node, line_span
+from lafuse.errors import DMLError
+
+_LAST: list[Any] = [None]  # the statistics of the last compute under ``stats=True``
+
+
+def last_stats() -> Any:
+    """The ``runtime.stats.Stats`` of the last ``compute`` run with ``lf.config(stats=True)`` (which
+    instructions ran, heavy hitters: ``.render()``), or None."""
+    return _LAST[0]
+
+
+def _run(script: Script) -> dict[str, Any]:
+    from lafuse.compiler import Compiler
+    from lafuse.plan.instructions import DASK
+    from lafuse.runtime import deepstack
+    from lafuse.runtime.interp import Interpreter
+    from lafuse.threads import blas_limited
+
+    cfg = cfgmod.get()
+    stats = None
+    if cfg.stats:
+        from lafuse.runtime.stats import Stats
+
+        stats = Stats()
+
+    def go() -> dict[str, Any]:
+        comp = Compiler(cfg, stats=stats)
+        prog = comp.compile_text(script.text, PATH, script.bound, tuple(script.outputs))
+        with blas_limited(cfg.threads):
+            st = Interpreter(prog, comp, out=sys.stdout, stats=stats).run(dict(script.bound))
+        if stats is not None:
+            stats.fusion = comp.fusion_stats
+        return {k: comp.backends[DASK].collect(st[k]) for k in script.outputs if k in st}
+
+    try:
+        got = deepstack.call(go)
+    except DMLError as e:
+        raise relocate(e, script) from None
+    finally:
+        _LAST[0] = stats
+    return got
+
+
+def relocate(e: DMLError, script: Script) -> DMLError:
+    """``e`` at the Python line of the node whose statement failed; an error inside a library function
+    keeps its DML position and names the Python line of the call."""
+    span = e.span
+    if span is None:
+        return e
+    if span.file == PATH:
+        node = script.lines.get(span.line)
+        if node is not None:
+            e.span = line_span(node.span)
+            e.message = f"{e.message} (in {describe(node)})"
+            e.args = (e.message,)
+        return e
+    calls = [n for n in script.lines.values() if n.op == "call"]
+    if len(calls) == 1:
+        s = calls[0].span
+        e.message = f"{e.message} (in {calls[0].fn}() called at {s.file}:{s.line})"
+        e.args = (e.message,)
+    return e
+
+
+def compute(*values: Any) -> tuple[Any, ...]:
+    """The values of several lazy expressions, computed together: one script, one plan, a
+    subexpression they share computed once. Matrices come back as NumPy arrays (or SciPy CSR arrays
+    where the runtime holds them sparse), scalars as Python numbers; non-lazy arguments as they are."""
+    from lafuse.api.lazy import Expr
+
+    lazy = [v for v in values if isinstance(v, Expr)]
+    if not lazy:
+        return tuple(values)
+    script = emit([v.node for v in lazy])
+    got = _run(script)
+    results = iter([got[name] for name in script.outputs])
+    return tuple(next(results) if isinstance(v, Expr) else v for v in values)
+
+
+def run_statement(n: Node) -> None:
+    """A statement builtin (print, write, stop, assert) run now."""
+    from lafuse.api.emit import emit as _emit
+
+    script = _emit([a for a in n.inputs()])
+    line = f"{n.fn}({', '.join(_refs(script, n))})"
+    script.text += line + "\n"
+    script.lines[script.text.count("\n")] = n
+    script.outputs = []
+    _run(script)
+
+
+def _refs(script: Script, n: Node) -> list[str]:
+    """The variables the statement's arguments were emitted as (the script's outputs, in order)."""
+    names = iter(script.outputs)
+    pos = [next(names) for _ in [a for a in n.args if a is not None]]
+    return pos + [f"{k}={next(names)}" for k in n.kw]
+
+
+def shape_of(n: Node) -> tuple[int, int]:
+    """A matrix's shape: the compiler's size propagation, else computed (``nrow``/``ncol``)."""
+    from lafuse.api import expr as E
+
+    assert n.kind == MATRIX
+    r, c = compute_nodes([E.call("nrow", [n], kind=E.SCALAR), E.call("ncol", [n], kind=E.SCALAR)])
+    return int(r), int(c)
+
+
+def compute_nodes(nodes: list[Node]) -> list[Any]:
+    script = emit(nodes)
+    got = _run(script)
+    return [got[name] for name in script.outputs]
