@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null 2>&1 || { echo "installing Java 17 for the SystemDS conformance tests"; \
 	  (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) || \
 	  echo "warning: no java; the SystemDS conformance tests will fail"; }
+	@command -v dot >/dev/null 2>&1 || { echo "installing Graphviz for plan pictures (explain --format svg, visualize)"; \
+	  (apt-get update -qq && apt-get install -y -qq graphviz) || \
+	  echo "warning: no graphviz; plan pictures other than --format dot will fail"; }
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

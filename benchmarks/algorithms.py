@@ -677,4 +677,5 @@ def workload(alg: Algorithm, size: str) -> Workload:
         numpy_note="SciPy CSR, products sampled at nnz(X)" if alg.sparse else "", n_out=alg.n_out,
         group="algorithm", size=size, algorithm=alg.title, passes=alg.iters, single=True, rel_tol=ALG_REL_TOL,
         known_wrong=dict(alg.known_wrong),
-        numpy_process=[sys.executable, str(Path(__file__).with_name("numpy_twin.py")), alg.key])
+        numpy_process=[sys.executable, str(Path(__file__).with_name("numpy_twin.py")), alg.key],
+        python_process=[sys.executable, str(Path(__file__).with_name("python_api.py")), alg.key])

@@ -190,6 +190,9 @@ class Workload:
     # the NumPy twin as a process of its own (argv before the NAME=PATH inputs), timed as lafuse is: one
     # run in a fresh process (algorithms); the in-process, warm time is reported as "numpy-warm"
     numpy_process: list[str] | None = None
+    # the same algorithm written with lafuse's Python API (benchmarks/python_api.py), a process of its
+    # own timed as lafuse's DML is (argv before the NAME=PATH inputs); None: no such version
+    python_process: list[str] | None = None
 
     def script(self, inner: int, ds: DataSet) -> str:
         reads = "".join(f'{n} = read(${n}, format="binary")\n' for n in self.inputs)
@@ -392,6 +395,16 @@ def run_numpy_process(w: Workload, ds: DataSet) -> Run:
     cmd = [*w.numpy_process, *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    return _timed_output(Run(wall=time.perf_counter() - t0), proc, True)
+
+
+def run_python_process(w: Workload, ds: DataSet, cache: str | None) -> Run:
+    """One run of the Python-API version in a process of its own, on lafuse's plan cache of the workload
+    (the lafuse of this tree: ``lafuse_env``)."""
+    assert w.python_process is not None
+    cmd = [*w.python_process, *[f"{k}={ds.lafuse_files[k]}" for k in w.inputs]]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=lafuse_env(cache))
     return _timed_output(Run(wall=time.perf_counter() - t0), proc, True)
 
 
@@ -616,6 +629,8 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
     systems["numpy"] = SystemResult("numpy", note=w.numpy_note + ("; run once" if huge else ""))
     systems["numpy-warm"] = SystemResult("numpy-warm", note=w.numpy_note, skipped=None if w.numpy_process else
                                          "the NumPy/SciPy column is in-process and warm already")
+    systems["lafuse-python"] = SystemResult("lafuse-python", note="Python API, cost-based fusion",
+                                            skipped=None if w.python_process else "n/a: no Python-API version")
     ne, ne_note = mods["numexpr"]
     systems["numexpr"] = SystemResult("numexpr", skipped=None if w.numexpr and ne else
                                       (ne_note if w.numexpr else w.numexpr_note))
@@ -643,7 +658,7 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
             if s.skipped or (name.startswith("systemds") and rnd >= a.reps):
                 continue
             progress(f"{w.name}: {name} (round {rnd + 1}/{reps})")
-            if name.startswith("lafuse"):
+            if name in cfgs:
                 if rnd == 0:  # untimed, with --stats: the heavy hitters and the warm compile row
                     r = run_lafuse(script, ds.lafuse_files, cfgs[name], cache, single=w.single)
                     s.top = r.top
@@ -656,6 +671,13 @@ def bench_workload(w: Workload, ds: DataSet, a: argparse.Namespace, tmp: Path, j
                                        codegen=name.endswith("on"), workdir=tmp, single=w.single))
             elif name == "numpy" and w.numpy_process:
                 s.runs.append(run_numpy_process(w, ds))
+            elif name == "lafuse-python":
+                if rnd == 0:  # untimed: the kernels it compiles land in the cache, as lafuse's first runs
+                    first_run = run_python_process(w, ds, cache)
+                    if first_run.error:
+                        s.runs.append(first_run)
+                        continue
+                s.runs.append(run_python_process(w, ds, cache))
             elif name == "numpy" and huge:
                 if rnd == 0:
                     s.runs.append(run_inprocess(inproc[name], w.result, 1, warm=False))

@@ -535,6 +535,7 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
                                + [str(b.get("size") or "") for b in algos]))
     for size in sizes:
         algorithm_section(doc, report, size, [b for b in algos if str(b.get("size") or "") == size], systems)
+    python_api_section(doc, algos)
     policy_section(doc, report, benches)
     compile_rows = [r for r in report.get("compile") or [] if isinstance(r, dict)]
     if compile_rows:
@@ -551,6 +552,28 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
         sumproduct_section(doc, sp_rows)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(doc.lines) + "\n", encoding="utf-8")
+
+
+def python_api_section(doc: Doc, algos: list[dict[str, Any]]) -> None:
+    """Each algorithm written with the Python API (benchmarks/python_api.py) against its DML, both with
+    the default cost-based fusion, both one timed run a process after the inputs are read."""
+    rows = []
+    for b in algos:
+        by = b.get("systems") or {}
+        py, dml = entry(b, "lafuse-python"), entry(b, "lafuse-cost")
+        if not py or py.get("skipped") or not dml:
+            continue
+        tp, td = num(py.get("op_median")), num(dml.get("op_median"))
+        rows.append([cell_text(b.get("algorithm") or b.get("name") or "-"), cell_text(b.get("size") or "-"),
+                     sig3(tp), sig3(td), sig3(tp / td if tp and td else None),
+                     cell_text((by.get("lafuse-python") or {}).get("check") or "-")])
+    if not rows:
+        return
+    doc.lines += ["", "## Python API against DML", "",
+                  "The algorithms written with `import lafuse as lf` (`benchmarks/python_api.py`: a Python loop "
+                  "persisting the model once an iteration, each iteration's script compiled once and reused) "
+                  "against the same algorithm in DML, both cost-based; seconds (median), and Python / DML.", ""]
+    doc.lines += table(["algorithm", "size", "Python API s", "DML s", "Python / DML", "check"], rows)
 
 
 def startup_section(doc: Doc, rows: list[dict[str, Any]]) -> None:

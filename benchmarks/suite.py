@@ -55,6 +55,7 @@ SYSTEM_LABELS = {
     "lafuse": "lafuse no codegen", "lafuse-fuse-all": "lafuse fuse-all",
     "lafuse-fuse-no-redundancy": "lafuse fuse-no-redundancy", "lafuse-cost": "lafuse cost-based",
     "systemds-codegen-off": "SystemDS codegen off", "systemds-codegen-on": "SystemDS codegen on",
+    "lafuse-python": "lafuse Python API (cost-based)",
     "numpy": "NumPy/SciPy", "numpy-warm": "NumPy/SciPy warm, in-process", "numexpr": "numexpr", "jax": "JAX jit", "numba": "hand-written Numba",
 }
 

@@ -24,7 +24,7 @@ from lafuse import config  # noqa: E402  (also a context manager: with lf.config
 from lafuse.compiler import run_dml  # noqa: E402
 
 _API = frozenset({"Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
-                  "ones", "rand", "rbind", "read", "seq", "zeros"})
+                  "ones", "persist", "rand", "rbind", "read", "seq", "zeros"})
 
 __all__ = ["config", "run_dml", *sorted(_API)]
 

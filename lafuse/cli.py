@@ -150,6 +150,9 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: the machine's memory)")
         r.add_argument("--debug", action="store_true", help="show Python tracebacks")
         if name == "run":
+            r.add_argument("--quiet", action="store_true",
+                           help="no live progress line (shown on a terminal once a run lasts 2 s: the "
+                                "statement's lines, loop iterations, Dask tasks)")
             r.add_argument("--no-background", action="store_true",
                            help="start no background process after the run: no deferred kernel compiles, no "
                                 "automatic calibration (for CI and batch jobs; also env LAFUSE_BACKGROUND=0 "
@@ -164,6 +167,14 @@ def _parser() -> argparse.ArgumentParser:
                                 "operators' CPlans and generated kernel source); or cost (the plan with "
                                 "# C=[io, compute] estimates and block totals). Earlier names: "
                                 + ", ".join(f"{k}={v}" for k, v in ALIASES.items()))
+            r.add_argument("--format", default="text", choices=("text", "dot", "svg", "png"),
+                           help="text (the default), or a picture of the program at that stage: its HOP "
+                                "DAGs up to sizes, its physical plans from fuse on (fused operators as "
+                                "clusters), as Graphviz dot source, svg or png (svg and png need Graphviz's "
+                                "dot program)")
+            r.add_argument("-o", dest="output", metavar="FILE",
+                           help="write the picture to FILE (png needs it; dot and svg go to the standard "
+                                "output without it)")
     c = sub.add_parser("calibrate", help="measure this machine's rates for the cost model and save them")
     c.add_argument("--quick", action="store_true", help="a faster, less accurate measurement (about 1-3 s)")
     c.add_argument("--output", metavar="PATH",
@@ -253,6 +264,7 @@ def _main(argv: list[str] | None = None) -> int:
         worker_memory=ns.worker_memory or cfg.worker_memory,
         local_memory=ns.local_memory or cfg.local_memory,
         background=cfg.background and not getattr(ns, "no_background", False),
+        progress=cfg.progress and not getattr(ns, "quiet", False),
     )
     for flag, size in (("--local-memory", cfg.local_memory), ("--worker-memory", cfg.worker_memory)):
         try:
@@ -333,6 +345,14 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     numba = cfg.codegen and cfg.codegen_backend == "numba"
     if prestart:
         _prestart_at_launch(text, cfg.fusion if numba else None)
+    picture = ns.cmd == "explain" and ns.format != "text"
+    if picture and ns.until == "parse":
+        print("lafuse: explain --format draws HOP DAGs or plans: give --until build or a later stage "
+              "(parse has no DAG)", file=sys.stderr)
+        return 1
+    if picture and ns.format == "png" and ns.output is None:
+        print("lafuse: explain --format png writes a binary file: give -o FILE", file=sys.stderr)
+        return 1
     if ns.cmd == "explain" and ns.until == "parse":
         script = parse(text, path)
         for s in script.statements:
@@ -343,6 +363,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     until = ns.until if ns.cmd == "explain" and ns.until in PROGRAM_STAGES else "sizes"
     prog = comp.compile_text(text, path, until=until)
     sources.update(prog.sources)
+    if picture:
+        return _picture(ns, prog, comp, path)
     if cfg.explain in ("hops", "runtime", "fused", "codegen"):
         from lafuse.explain import explain_program  # deferred: EXPLAIN only
 
@@ -377,6 +399,37 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
         _save_observed(cfg)
         if prestart:
             _record_kernels_used(text, cfg.fusion if numba else None)
+    return 0
+
+
+def _picture(ns: argparse.Namespace, prog: Any, comp: Compiler, path: str) -> int:
+    """``explain --format dot|svg|png``: the program's picture at ``--until``, to ``-o`` (written whole
+    or not at all) or the standard output."""
+    from lafuse.explain import program_graph  # deferred: pictures only
+    from lafuse.plan import dot
+
+    source = program_graph(prog, ns.until, comp, f"{path} after {ns.until}")
+    try:
+        data = dot.render(source, ns.format)
+    except dot.GraphvizMissing as e:
+        print(f"lafuse: {e}", file=sys.stderr)
+        return 1
+    if ns.output is None:
+        sys.stdout.write(data.decode())
+        return 0
+    try:
+        from pathlib import Path
+
+        from lafuse.cachedir import replace_atomically
+
+        out = Path(ns.output)
+        replace_atomically(out, data, prefix=f".{out.name}.tmp_")
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(out, 0o666 & ~mask)  # (a new file's usual mode, not the temporary file's 0600)
+    except OSError as e:
+        print(f"lafuse: cannot write {ns.output}: {e.strerror or e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -87,17 +87,19 @@ class Compiler:
 
     # ------------------------------------------------------------ main program
     def compile_text(self, text: str, path: str = "<string>", inputs: dict[str, Any] | None = None,
-                     outputs: tuple[str, ...] = (), until: str = "sizes") -> Program:
+                     outputs: tuple[str, ...] = (), until: str = "sizes",
+                     input_nnz: dict[str, int] | None = None) -> Program:
         """The program stages (PROGRAM_STAGES) up to ``until`` (after "parse", the program as built).
         ``inputs``: values bound before the script runs (their types and sizes are known to the
-        compiler); ``outputs``: variables that must survive dead-code removal (live at the end)."""
+        compiler); ``input_nnz``: their non-zeros where the caller counted them already;
+        ``outputs``: variables that must survive dead-code removal (live at the end)."""
         stop = PROGRAM_STAGES.index(until)
         t0 = time.perf_counter()
         script = parse(text, path)
         t1 = time.perf_counter()
         self.builder = Builder(self.resolver, self.nvargs, self.pos_args, path)
         for name, v in (inputs or {}).items():
-            self.builder.env[name] = _var_info(v)
+            self.builder.env[name] = _var_info(v, (input_nnz or {}).get(name))
         prog = self.builder.build_program(script)
         prog.sources[path] = text
         prog.sources.update(self.resolver.sources)
@@ -394,9 +396,9 @@ def _agree(sites: list[dict[str, VarInfo]]) -> dict[str, VarInfo]:
     return out
 
 
-def _var_info(v: Any) -> VarInfo:
+def _var_info(v: Any, known_nnz: int | None = None) -> VarInfo:
     if is_matrix(v):
-        return VarInfo(MATRIX, "double", v.shape[0], v.shape[1], nnz(v))
+        return VarInfo(MATRIX, "double", v.shape[0], v.shape[1], nnz(v) if known_nnz is None else known_nnz)
     if isinstance(v, bool):
         return VarInfo("scalar", "boolean")
     if isinstance(v, int):

@@ -110,6 +110,10 @@ class Config:
     # scripts/builtin directory given as builtin_dirs) resolve each other rather than lafuse's versions
     lafuse_builtins: bool = True
     # diagnostics
+    # the live progress line of a run that lasts over 2 s, on a terminal only (runtime.progress;
+    # --quiet, env LAFUSE_PROGRESS=0)
+    progress: bool = field(default_factory=lambda: os.environ.get("LAFUSE_PROGRESS", "1") != "0")
+    progress_after: float = 2.0  # s a run lasts before the progress line shows
     stats: bool = False
     stats_top: int = 10
     # --stats measures each distributed fused operator's bytes (runtime.dask.fused_outer.measured): it
@@ -159,7 +163,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),
                                         "cache_max_bytes": (0, True), "workers": (1, True), "block_size": (1, True),
-                                        "dask_min_cells": (1, True)}
+                                        "dask_min_cells": (1, True), "progress_after": (0, True)}
 
 
 def check_value(key: str, value: Any, where: str = "config") -> Any:

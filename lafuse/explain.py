@@ -13,6 +13,7 @@ from lafuse.cost.profile import HardwareProfile
 from lafuse.cost.program import ProgramCost, estimate_program
 from lafuse.hops.program import Block, Dag, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.render import cplan_note, explain_plan, generic_header, hop_line
+from lafuse.stages import PROGRAM_STAGES
 
 
 def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[str]:
@@ -95,6 +96,57 @@ def explain_program(prog: Program, mode: str, compiler: Any) -> str:
         lines.append(f"--FUNCTION {key} [recompile=true]")
         lines += _blocks(fp.blocks, 2, mode, compiler)
     return "\n".join(lines + sum_product_report())
+
+
+def _generic(blocks: list[Block], where: str) -> list[tuple[GenericBlock, str]]:
+    """The straight-line blocks under ``blocks`` with a title each (where they are, their lines)."""
+    out: list[tuple[GenericBlock, str]] = []
+    for b in blocks:
+        if isinstance(b, GenericBlock):
+            out.append((b, f"{where}, {b.lines}"))
+        elif isinstance(b, IfBlock):
+            out += _generic(b.then_blocks, f"{where} if") + _generic(b.else_blocks, f"{where} else")
+        elif isinstance(b, (WhileBlock, ForBlock)):
+            out += _generic(b.body, f"{where} loop")
+    return out
+
+
+def instruction_costs(plan: Any) -> dict[int, float]:
+    """Each instruction's cost-model estimate in seconds, by ``id(instruction)`` (plan pictures)."""
+    from lafuse.cost import operators, profile
+
+    prof = profile.load()
+    out: dict[int, float] = {}
+    for ins in plan.instructions:
+        if ins.opcode in ("fcall", "tread"):
+            continue
+        try:
+            out[id(ins)] = operators.instruction_cost(ins.opcode, ins.hop, prof, ins.inplace, None, ins.block,
+                                                      ins.reads, ins.transposed).total
+        except (KeyError, ValueError):  # (an opcode without a cost formula: drawn without one)
+            continue
+    return out
+
+
+def program_graph(prog: Program, until: str, compiler: Any, title: str = "") -> str:
+    """The program as a picture (DOT): up to ``sizes`` its HOP DAGs, from ``fuse`` on its physical plans
+    (instructions with execution type, format and estimate; fused operators as clusters)."""
+    from lafuse.plan.dot import Graph
+
+    g = Graph(title)
+    blocks = _generic(prog.blocks, "main")
+    for key in sorted(prog.functions):
+        fp = prog.functions[key]
+        if fp.compiled:
+            blocks += _generic(fp.blocks, f"function {key}")
+    for b, name in blocks:
+        if until in PROGRAM_STAGES:
+            g.dag(b.dag, name)
+        else:
+            if b.plan is None:
+                b.plan = compiler.plan_dag(b.dag, b.weight)
+            g.plan(b.plan, name, instruction_costs(b.plan))
+    return g.source()
 
 
 def sum_product_report() -> list[str]:

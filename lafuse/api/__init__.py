@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from lafuse.api.expr import ShapeError
 from lafuse.api.functions import cbind, full, ones, rand, rbind, read, seq, zeros
-from lafuse.api.lazy import Matrix, Other, Scalar, matrix
+from lafuse.api.lazy import Matrix, Other, Scalar, matrix, persist
 from lafuse.api.run import compute, last_stats
 
 __all__ = ["Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
-           "ones", "rand", "rbind", "read", "seq", "zeros"]
+           "ones", "persist", "rand", "rbind", "read", "seq", "zeros"]

@@ -24,6 +24,7 @@ _PLAIN = frozenset(map(chr, range(32, 127))) - {"\\", '"'}  # string characters 
 class Script:
     text: str
     bound: dict[str, Any]  # input variable -> value
+    nnz: dict[str, int]  # input matrix variable -> its non-zeros (counted when bound)
     outputs: list[str]  # the roots' variables, in order
     lines: dict[int, Node] = field(default_factory=dict)  # script line -> the node it computes
 
@@ -71,7 +72,7 @@ def emit(roots: list[Node]) -> Script:
     names: dict[int, str] = {}
     bound: dict[str, Any] = {}
     lines: list[str] = []
-    script = Script("", bound, [])
+    script = Script("", bound, {}, [])
 
     def ref(n: Node) -> str:
         return names[id(n)]
@@ -86,6 +87,8 @@ def emit(roots: list[Node]) -> Script:
             if text is None:
                 text = f"lf_in{len(bound)}"
                 bound[text] = n.value
+                if n.nnz >= 0:
+                    script.nnz[text] = n.nnz
             names[id(n)] = text
             continue
         var = f"lf_t{len(lines)}"

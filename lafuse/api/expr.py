@@ -63,9 +63,12 @@ class Node:
     script), "binary"/"unary" (``fn``: the DML operator), "call" (``fn``: a builtin or DML function
     name; ``kw``: named arguments; ``nout`` outputs), "out" (output ``value`` of a multi-output call),
     "index" (``args``: the matrix, then 1-based inclusive bounds, each a Node or None for the whole
-    dimension). ``shape``: (rows, cols), -1 where unknown."""
+    dimension). ``shape``: (rows, cols), -1 where unknown; ``nnz``: an input matrix's non-zeros.
 
-    __slots__ = ("op", "fn", "args", "kw", "kind", "shape", "value", "nout", "span")
+    An input is not copied, and its non-zeros are counted once, when bound: like a dask array over a
+    NumPy array, a lazy matrix assumes the array is not changed in place afterwards."""
+
+    __slots__ = ("op", "fn", "args", "kw", "kind", "shape", "value", "nout", "span", "nnz")
 
     def __init__(self, op: str, kind: str, args: tuple[Node | None, ...] = (), fn: str = "",
                  kw: dict[str, Node] | None = None, shape: tuple[int, int] = (-1, -1), value: Any = None,
@@ -74,6 +77,7 @@ class Node:
         self.shape = (1, 1) if kind == SCALAR else shape
         self.value, self.nout = value, nout
         self.span = span if span is not None else origin()
+        self.nnz = -1  # an input matrix's non-zeros, counted once when bound
 
     def inputs(self) -> list[Node]:
         return [a for a in self.args if a is not None] + list(self.kw.values())

@@ -32,6 +32,22 @@ def as_node(x: Any) -> Node:
     return matrix(x).node
 
 
+def persist(*values: Any) -> tuple[Any, ...]:
+    """Several lazy values computed now, in one plan, each as a new lazy value over its result (a
+    scalar is bound, not written into later scripts: a loop's scripts stay the same, compiled once)."""
+    from lafuse.api.run import compute
+
+    out = []
+    for v, got in zip(values, compute(*values)):
+        if not isinstance(v, Expr):
+            out.append(v)
+        elif v.node.kind == MATRIX:
+            out.append(matrix(got))
+        else:
+            out.append(wrap(Node("input", SCALAR if v.node.kind == SCALAR else OTHER, value=got)))
+    return tuple(out)
+
+
 def wrap(n: Node) -> Any:
     if n.kind == MATRIX:
         return Matrix(n)
@@ -51,7 +67,9 @@ def matrix(x: Any) -> Matrix:
     if isinstance(x, Expr):
         raise TypeError(f"lf.matrix of a lazy {x.node.kind}")
     v = _bound(x)
-    return Matrix(Node("input", MATRIX, shape=tuple(v.shape), value=v))  # type: ignore[arg-type]
+    n = Node("input", MATRIX, shape=tuple(v.shape), value=v)  # type: ignore[arg-type]
+    n.nnz = values.nnz(v)
+    return Matrix(n)
 
 
 def _bound(x: Any) -> Any:
@@ -81,12 +99,7 @@ class Expr:
     def persist(self) -> Any:
         """This value computed now, as a new lazy value over the result: a Python loop that updates a
         model keeps its expressions short instead of re-running its whole history each compute."""
-        from lafuse.api.run import compute
-
-        got = compute(self)[0]
-        if self.node.kind == MATRIX:
-            return matrix(got)
-        return wrap(as_node(got)) if isinstance(got, (bool, int, float, str)) else got
+        return persist(self)[0]
 
     def _bin(self, op: str, other: Any, swap: bool = False) -> Any:
         try:
@@ -186,6 +199,22 @@ class Expr:
 
     def __abs__(self) -> Any:
         return wrap(E.call("abs", [self.node], kind=self.node.kind, shape=self.node.shape))
+
+    def visualize(self, filename: str | None = None, until: str = "plan") -> Any:
+        """A picture of the plan that computing this value runs (nothing is run): its fused operators
+        as clusters, each instruction's execution type, format and estimate (``until`` an earlier
+        stage, e.g. "sizes": the HOP DAG). ``filename``: also written there, as its suffix says (svg,
+        png, dot). In Jupyter the returned picture shows as SVG."""
+        from lafuse.api.picture import picture
+
+        pic = picture([self], until)
+        if filename is not None:
+            pic.save(filename)
+        return pic
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows a lazy value as its plan (None without Graphviz: the text repr)."""
+        return self.visualize()._repr_svg_()
 
     def __repr__(self) -> str:
         from lafuse.api.emit import describe

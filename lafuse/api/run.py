@@ -9,6 +9,7 @@ Errors the compiler or runtime find are raised at the Python line that built the
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from typing import Any
 
 from lafuse import config as cfgmod
@@ -25,8 +26,52 @@ def last_stats() -> Any:
     return _LAST[0]
 
 
-def _run(script: Script) -> dict[str, Any]:
+MAX_PROGRAMS = 32  # compiled scripts kept (a Python loop computes the same script each iteration)
+_PROGRAMS: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
+
+
+def _key(script: Script, cfg: cfgmod.Config) -> tuple | None:
+    """What a compiled program rests on: the script, the config, and each input's type, and a
+    matrix's size, non-zeros and format (exact non-zeros feed size rewrites and format choices); a
+    bound scalar's value is not known to the compiler (``compile_text`` types it only), so one program
+    serves every value. None: an input without a stable key (compiled afresh)."""
+    from lafuse.runtime.values import is_matrix, is_sparse
+
+    parts: list[tuple] = []
+    for name, v in script.bound.items():
+        if is_matrix(v):
+            parts.append((name, v.shape, script.nnz[name], is_sparse(v)))
+        elif isinstance(v, (bool, int, float, str)):  # (its type only: the compiler knows no bound value)
+            parts.append((name, type(v).__name__))
+        else:
+            return None
+    return (script.text, cfg, tuple(parts))
+
+
+def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
+    """(compiler, program) of ``script``: the one compiled for the same key before, else new."""
     from lafuse.compiler import Compiler
+    from lafuse.runtime.values import is_matrix, nnz
+
+    for name, v in script.bound.items():
+        if name not in script.nnz and is_matrix(v):
+            script.nnz[name] = nnz(v)
+    key = _key(script, cfg)
+    got = _PROGRAMS.get(key) if key is not None else None
+    if got is not None and key is not None:
+        _PROGRAMS.move_to_end(key)
+        got[0].stats = stats
+        return got
+    comp = Compiler(cfg, stats=stats)
+    prog = comp.compile_text(script.text, PATH, script.bound, tuple(script.outputs), input_nnz=script.nnz)
+    if key is not None:
+        _PROGRAMS[key] = (comp, prog)
+        if len(_PROGRAMS) > MAX_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
+    return comp, prog
+
+
+def _run(script: Script) -> dict[str, Any]:
     from lafuse.plan.instructions import DASK
     from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
@@ -40,8 +85,7 @@ def _run(script: Script) -> dict[str, Any]:
         stats = Stats()
 
     def go() -> dict[str, Any]:
-        comp = Compiler(cfg, stats=stats)
-        prog = comp.compile_text(script.text, PATH, script.bound, tuple(script.outputs))
+        comp, prog = compiled(script, cfg, stats)
         with blas_limited(cfg.threads):
             st = Interpreter(prog, comp, out=sys.stdout, stats=stats).run(dict(script.bound))
         if stats is not None:

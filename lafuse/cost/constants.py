@@ -95,11 +95,12 @@ DEFAULT_NUMBA_FIRST_LOAD = 0.09
 # the import and the kernel's own compile (first cold compile 2.6-3.0 s against 1.2-1.7 s for the next)
 NUMBA_COLD_INIT = 1.45
 CODEGEN_WARM_LOAD_TIME = 0.02  # s, loading a kernel from the on-disk plan cache (measured 11-35 ms)
-# s, costing one fusion plan assignment of a partition (build_plan and plan_cost, memoized): the
-# cost-based selector's exact search costs at most as many plans as the partition's stakes, (fuse-all's
-# cost - the lower bound) x the DAG's expected runs, pay for at this price (fusion.select; measured 70 us
-# a plan on random DAGs of 100000 x 1000 matrices, 153 us on alsCG's 12-point partition of 400 x 6)
-PLAN_EVAL_TIME = 1e-4
+# s a HOP of the partition, costing one fusion plan assignment of it (build_plan and plan_cost, memoized):
+# the cost-based selector's exact search costs at most as many plans as the partition's stakes, (fuse-all's
+# cost - the lower bound) x the DAG's expected runs, pay for at this price a HOP (fusion.select; measured
+# 70 us a plan on random DAGs of 100000 x 1000 matrices, 153 us on alsCG's 12-point partition of 400 x 6,
+# 420-510 us on the 59-HOP partition of an ALS-CG iteration with its CG steps unrolled: ~8 us a HOP)
+PLAN_EVAL_TIME_PER_HOP = 8e-6
 # the compiler skips the fusion optimizer (and its ~70 ms import) for a block run once whose every
 # intermediate, written and read at first-touch speed, costs this many times less than one kernel load:
 # no fused operator could pay there (compiler.fusion_cannot_pay); the factor covers slower machines

@@ -10,7 +10,8 @@ operator can span on their own (:class:`Interactions`; the points materialized o
 split are the paper's cut sets, composite ones included), small groups are scanned in MPSkipEnum's
 linear order from fuse-all with cost-based skipping (a lower bound of static and materialization
 costs against the best plan so far). A partition costs at most the plans its stakes pay for
-(PLAN_EVAL_TIME) and a DAG at most MAX_PLANS_PER_DAG; past that, the best plan seen,
+(PLAN_EVAL_TIME_PER_HOP a HOP of it: a plan of a larger partition takes longer to cost) and a DAG at
+most MAX_PLANS_PER_DAG; past that, the best plan seen,
 fuse-no-redundancy's or a greedy pass, and ``--stats`` says so. ``tests/fusion/test_select_exact.py``
 checks the plans against every assignment on 300 random DAGs (partitions of up to 16 points).
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, PLAN_EVAL_TIME
+from lafuse.cost.constants import CODEGEN_WARM_LOAD_TIME, PLAN_EVAL_TIME_PER_HOP
 from lafuse.cost.fused import basic_cost, chain_saving, fused_op_rate, fused_weight
 from lafuse.cost.operators import mem_times, meta
 from lafuse.cost.profile import HardwareProfile
@@ -34,7 +35,7 @@ from lafuse.hops.hop import Hop
 # plans costed per DAG (each ~0.1 ms: build_plan and plan_cost, memoized) before the enumeration of
 # the partition it is in stops and falls back (CostBased._enumerate): 2^16, every assignment of 16
 # points even where nothing prunes. Within it a partition costs at most the plans its stakes pay for
-# (PLAN_EVAL_TIME), and at least MIN_PLANS_PER_PARTITION
+# (PLAN_EVAL_TIME_PER_HOP a HOP of it), and at least MIN_PLANS_PER_PARTITION
 MAX_PLANS_PER_DAG = 1 << 16
 MIN_PLANS_PER_PARTITION = 64
 
@@ -280,11 +281,12 @@ class CostBased(Selector):
         greedy pass from fuse-all, so never worse than either heuristic under this cost model
         (``--stats`` counts such partitions)."""
         self.solved: dict[Any, frozenset[tuple[int, int]]] = {}
-        # the plans worth costing: what the best plan can save over fuse-all, at PLAN_EVAL_TIME each
+        # the plans worth costing: what the best plan can save over fuse-all, at the time one takes
         fuse_all = self._cost(ctx, part, fixed, float("inf"))
         stakes = max(fuse_all - lb.of(lb.targets(fixed)), 0.0) * ctx.weight
+        per_plan = PLAN_EVAL_TIME_PER_HOP * len(part)
         self.part_limit = min(self.limit, ctx.stats.plans_evaluated + max(MIN_PLANS_PER_PARTITION,
-                                                                          int(stakes / PLAN_EVAL_TIME)))
+                                                                          int(stakes / per_plan)))
         cuts, cost, done = self._solve(ctx, part, pts, fixed, lb, Interactions(ctx.memo, part), float("inf"))
         if done:
             return cuts
@@ -313,7 +315,11 @@ class CostBased(Selector):
         the point whose materialization splits the rest best is decided both ways (a cut set grows
         along the materialized branch: two points where one alone splits nothing is a composite cut
         set), and small groups are enumerated (:meth:`_skip_enum`). Cost-based pruning: a branch whose
-        materializations alone bound its plans above ``bound`` is skipped."""
+        materializations alone bound its plans above ``bound`` is skipped. Once the plan budget is
+        spent, every branch left returns at once (unfinished, no plan): the search tree is
+        exponential in the points even where its leaves cost nothing."""
+        if ctx.stats.plans_evaluated >= self.part_limit:
+            return fixed, float("inf"), False
         groups, keys = graph.groups(pts, fixed)
         if len(groups) > 1:
             ctx.stats.pruned_structural += max(2 ** len(pts) - sum(2 ** len(g) for g in groups), 0)

@@ -22,12 +22,13 @@ from lafuse.feedback import EXECUTED
 from lafuse.formats import CSR, default_format
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import DASK, Plan
-from lafuse.runtime import deepstack, parfor, recompile, straight
+from lafuse.runtime import deepstack, parfor, progress, recompile, straight
 from lafuse.runtime.bind import bind
 from lafuse.runtime.dask.matrix import Blocked, any_matrix
 from lafuse.runtime.local.kernels import KERNELS, bind_args
 from lafuse.runtime.local.kernels_common import ieee_thread
 from lafuse.runtime.printing import dml_str, java_format, to_string
+from lafuse.runtime.progress import RunProgress
 from lafuse.runtime.values import Frame, ListValue, cast_scalar, is_matrix, is_sparse, nnz, to_dense
 
 if TYPE_CHECKING:  # --stats only: imported where a run makes one
@@ -94,14 +95,18 @@ class Interpreter:
         self._calls = threading.local()  # DML call depth of each thread (parfor workers have their own stack)
         self.kernels: dict[str, Callable[..., Any]] = KERNELS
         self._pred_plans: dict[int, Plan] = {}
+        self.progress: RunProgress | None = None  # the live progress line's view of where the run is
 
     # ------------------------------------------------------------ blocks
     def run(self, symtab: dict[str, Any] | None = None) -> dict[str, Any]:
         """Runs on a deep thread (runtime.deepstack): DML recursion and deep nesting recurse here."""
         st = symtab if symtab is not None else {}
+        self.progress = progress.begin(self.cfg.progress, self.cfg.progress_after)
         try:
             deepstack.call(self._exec_all, self.program.blocks, st)
         finally:
+            if self.progress is not None:
+                self.progress.stop()
             for be in self.compiler.backends.values():
                 be.settle()  # (the Dask backend lets go of the tasks it paced)
         return st
@@ -116,6 +121,8 @@ class Interpreter:
 
     def exec_block(self, b: Block, st: dict[str, Any]) -> None:
         if isinstance(b, GenericBlock):
+            if self.progress is not None:
+                self.progress.where = b.lines
             plan = self._plan_for(b, st)
             self.exec_plan(plan, st)
         elif isinstance(b, IfBlock):
@@ -124,8 +131,14 @@ class Interpreter:
             else:
                 self.exec_blocks(b.else_blocks, st)
         elif isinstance(b, WhileBlock):
-            while self._truth(b.pred, b, st, "while predicate"):
-                self.exec_blocks(b.body, st)
+            frame = self._loop("while", "", None)
+            try:
+                while self._truth(b.pred, b, st, "while predicate"):
+                    if frame is not None:
+                        frame[2] += 1
+                    self.exec_blocks(b.body, st)
+            finally:
+                self._unloop(frame)
         elif isinstance(b, ForBlock):
             self.exec_for(b, st)
         else:  # pragma: no cover
@@ -183,9 +196,27 @@ class Interpreter:
         if b.parallel and self.cfg.parfor_parallel and self.cfg.threads > 1:
             if parfor.run_parallel(self, b, values, st):
                 return
-        for v in values:
-            st[b.var] = v
-            self.exec_blocks(b.body, st)
+        frame = self._loop("for", b.var, len(values))
+        try:
+            for v in values:
+                st[b.var] = v
+                if frame is not None:
+                    frame[2] += 1
+                self.exec_blocks(b.body, st)
+        finally:
+            self._unloop(frame)
+
+    def _loop(self, kind: str, var: str, n: int | None) -> list[Any] | None:
+        """A loop's line in the progress (its iteration counted by the caller), or None without one."""
+        if self.progress is None:
+            return None
+        frame: list[Any] = [kind, var, 0, n]
+        self.progress.loops.append(frame)
+        return frame
+
+    def _unloop(self, frame: list[Any] | None) -> None:
+        if frame is not None and self.progress is not None:
+            self.progress.loops.remove(frame)
 
     # ------------------------------------------------------------ instructions
     def exec_plan(self, plan: Plan, st: dict[str, Any], keep_result: bool = False) -> Any:

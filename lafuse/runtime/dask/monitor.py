@@ -191,6 +191,11 @@ class Progress:
         text = (f"Dask {what}: tasks {busy} running, {waiting} waiting, {done} done; workers "
                 f"{state.get('running', 0)}/{state.get('workers', 0)}{paused}"
                 + (f"; {state['spilled'] / 2**20:.0f} MiB on disk" if state.get("spilled") else ""))
+        from lafuse.runtime.progress import ACTIVE
+
+        if ACTIVE:  # (the run's progress line is on screen: the tasks join it)
+            ACTIVE[-1].tasks = text
+            return
         if self.live is None:
             from rich.console import Console  # deferred: rich, only on a terminal and a long wait
             from rich.progress import Progress as Bar
@@ -204,6 +209,10 @@ class Progress:
         self.live.update(self.task, description=text)
 
     def close(self) -> None:
+        from lafuse.runtime.progress import ACTIVE
+
+        for p in ACTIVE:
+            p.tasks = ""
         if self.live is not None:
             self.live.stop()
             self.live = None
