@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import algorithms  # noqa: E402
 
 
-def main(argv: list[str]) -> int:
+def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], tuple]) -> int:
+    """``KEY NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), then ``run`` timed."""
     key, files = argv[0], dict(a.split("=", 1) for a in argv[1:])
     alg = next(a for a in algorithms.ALGORITHMS if a.key == key)
     arrays = {}
@@ -34,12 +36,16 @@ def main(argv: list[str]) -> int:
         else:
             arrays[name] = np.load(path)
     t0 = time.perf_counter_ns()
-    res = algorithms.run_numpy(alg, arrays)
+    res = run(alg, arrays)
     t1 = time.perf_counter_ns()
     print(f"T {t1 - t0}")
     for v in res:
-        print(f"R {v!r}")
+        print(f"R {float(v)!r}")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return twin_main(argv, algorithms.run_numpy)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ suite's "lafuse-python" column is measured as its "lafuse" (DML) one.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import lafuse as lf
 
 sys.path.insert(0, str(Path(__file__).parent))
 import algorithms as A  # noqa: E402
+import numpy_twin  # noqa: E402
 
 
 def _cg(G: Any, hessian: Callable[[Any], Any], steps: int) -> Any:
@@ -197,23 +197,7 @@ RUN: dict[str, Callable[[dict, int], tuple]] = {
 
 
 def main(argv: list[str]) -> int:
-    key, files = argv[0], dict(x.split("=", 1) for x in argv[1:])
-    alg = next(x for x in A.ALGORITHMS if x.key == key)
-    arrays: dict[str, Any] = {}
-    for name, path in files.items():
-        if path.endswith(".npz"):
-            import scipy.sparse as sp
-
-            arrays[name] = sp.csr_array(sp.load_npz(path))
-        else:
-            arrays[name] = np.load(path)
-    t0 = time.perf_counter_ns()
-    res = RUN[key](arrays, alg.iters)
-    t1 = time.perf_counter_ns()
-    print(f"T {t1 - t0}")
-    for v in res:
-        print(f"R {float(v)!r}")
-    return 0
+    return numpy_twin.twin_main(argv, lambda alg, arrays: RUN[alg.key](arrays, alg.iters))
 
 
 if __name__ == "__main__":

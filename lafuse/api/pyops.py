@@ -36,28 +36,35 @@ def _lazy(x: Any, y: Any) -> tuple[Any, Any] | None:
         return None
 
 
-def remainder(x: Any, y: Any) -> Any:
-    """``x % y`` as Python's: the sign of ``y``; a zero remainder is a zero of ``y``'s sign."""
+def _divmod(x: Any, y: Any) -> tuple[Any, Any, Any, Any] | None:
+    """(x, y, fmod(x, y), whether the remainder moves by y: it is non-zero and of another sign than
+    y), lazily; None for an operand that is no number or matrix."""
     got = _lazy(x, y)
     if got is None:
-        return NotImplemented
+        return None
     x, y = got
-    ifelse, _, sign, _ = _fns()
     m = _fmod(x, y)
-    moved = (m != 0) & ((y < 0) != (m < 0))
+    return x, y, m, (m != 0) & ((y < 0) != (m < 0))
+
+
+def remainder(x: Any, y: Any) -> Any:
+    """``x % y`` as Python's: the sign of ``y``; a zero remainder is a zero of ``y``'s sign."""
+    got = _divmod(x, y)
+    if got is None:
+        return NotImplemented
+    x, y, m, moved = got
+    ifelse, _, sign, _ = _fns()
     return ifelse(m != 0, ifelse(moved, m + y, m), 0 * sign(y))
 
 
 def floor_divide(x: Any, y: Any) -> Any:
     """``x // y`` as Python's and NumPy's (``x / 0`` for a zero divisor, as NumPy's)."""
-    got = _lazy(x, y)
+    got = _divmod(x, y)
     if got is None:
         return NotImplemented
-    x, y = got
+    x, y, m, moved = got
     ifelse, _, sign, floor = _fns()
-    m = _fmod(x, y)
-    div = (x - m) / y
-    div = ifelse((m != 0) & ((y < 0) != (m < 0)), div - 1, div)
+    div = ifelse(moved, (x - m) / y - 1, (x - m) / y)
     fl = floor(div)
     fl = ifelse(div - fl > 0.5, fl + 1, fl)
     return ifelse(y == 0, x / y, ifelse(div != 0, fl, 0 * sign(x / y)))

@@ -7,6 +7,7 @@ as in SystemDS, where NumPy's 0 * Inf is NaN); n = 1 makes every leaf 1 x 1."""
 from __future__ import annotations
 
 import io
+import operator
 
 import numpy as np
 import pytest
@@ -48,29 +49,38 @@ def exprs(shape: str, depth: int) -> st.SearchStrategy:
     return st.one_of(options)
 
 
-def _api(e, env):
+_BIN_FN = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "<": operator.lt,
+           "==": operator.eq, "!=": operator.ne, ">=": operator.ge}
+_UN_FN = {"neg": operator.neg, "abs": np.abs, "exp": np.exp}
+
+
+def _eval(e, env, lazy: bool):
+    """``e`` on the Python API's lazy values (``lazy``) or on NumPy arrays with DML's semantics (0/1
+    comparisons, aggregates keeping both dimensions): the same Python, NumPy's protocols between."""
     k = e[0]
     if k == "leaf":
         return env[e[1]]
     if k == "lit":
         return e[1]
     if k == "bin":
-        a, b = _api(e[2], env), _api(e[3], env)
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-                "<": lambda: a < b, "==": lambda: a == b, "!=": lambda: a != b, ">=": lambda: a >= b}[e[1]]()
+        r = _BIN_FN[e[1]](_eval(e[2], env, lazy), _eval(e[3], env, lazy))
+        return r.astype(float) if isinstance(r, np.ndarray) else (float(r) if isinstance(r, np.bool_) else r)
     if k == "un":
-        a = _api(e[2], env)
-        return {"neg": lambda: -a, "abs": lambda: abs(a), "exp": lambda: np.exp(a)}[e[1]]()
+        return _UN_FN[e[1]](_eval(e[2], env, lazy))
     if k == "mm":
-        return _api(e[1], env) @ _api(e[2], env)
+        return _eval(e[1], env, lazy) @ _eval(e[2], env, lazy)
+    x = _eval(e[-1], env, lazy)
     if k == "t":
-        return _api(e[1], env).T
+        return x.T
     if k == "agg":
-        return getattr(_api(e[3], env), e[1])(axis=e[2])
+        if lazy:
+            return getattr(x, e[1])(axis=e[2])
+        f = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[e[1]]
+        return float(f(x)) if e[2] is None else f(x, axis=e[2], keepdims=True)
     if k == "col":
-        return _api(e[1], env)[:, -1:]
+        return x[:, -1:]
     if k == "elem":
-        return _api(e[1], env)[0, -1]
+        return x[0, -1] if lazy else float(x[0, -1])
     raise AssertionError(e)
 
 
@@ -104,35 +114,6 @@ def dml_script(e) -> str:
     pre: list[str] = []
     out = _dml(e, pre)
     return "\n".join([*pre, f"out = {out}"])
-
-
-def _np(e, env):
-    k = e[0]
-    if k == "leaf":
-        return env[e[1]]
-    if k == "lit":
-        return e[1]
-    if k == "bin":
-        a, b = _np(e[2], env), _np(e[3], env)
-        r = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "<": np.less, "==": np.equal,
-             "!=": np.not_equal, ">=": np.greater_equal}[e[1]](a, b)
-        return r.astype(float) if isinstance(r, np.ndarray) else float(r)
-    if k == "un":
-        a = _np(e[2], env)
-        return {"neg": np.negative, "abs": np.abs, "exp": np.exp}[e[1]](a)
-    if k == "mm":
-        return _np(e[1], env) @ _np(e[2], env)
-    if k == "t":
-        return _np(e[1], env).T
-    if k == "agg":
-        a = _np(e[3], env)
-        f = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[e[1]]
-        return float(f(a)) if e[2] is None else f(a, axis=e[2], keepdims=True)
-    if k == "col":
-        return _np(e[1], env)[:, -1:]
-    if k == "elem":
-        return float(_np(e[1], env)[0, -1])
-    raise AssertionError(e)
 
 
 def _data(draw, n: int, sparse: bool, special: bool) -> dict:
@@ -179,9 +160,9 @@ def test_api_equals_dml_and_numpy(case):
     bound = {k: (sp.csr_array(v) if sparse and k in ("X", "Y") else v) for k, v in data.items()}
     env = {k: (lf.matrix(v) if not isinstance(v, float) else v) for k, v in bound.items()}
     with np.errstate(all="ignore"):
-        want = _np(e, data)
+        want = _eval(e, data, False)
     with lf.config(codegen=False):
-        got = lf.compute(_api(e, env))[0]
+        got = lf.compute(_eval(e, env, True))[0]
     script = dml_script(e)
     dml = run_dml(script, inputs=bound, outputs=("out",), cfg=cfg, out=io.StringIO())["out"]
     _close(got, dml, f"api vs DML: {script}")

@@ -309,3 +309,16 @@ def check_facts(facts: list[Expect], res: RunResult) -> list[str]:
             if f.arg not in res.output.splitlines():
                 bad.append(f"output: line {f.arg!r} not printed")
     return bad
+
+
+def raw_fixture_dags(fixtures: Any) -> list[Dag]:
+    """The DAGs of every golden fixture under ``fixtures`` compiled without rewrites (where the rules
+    have their matches), with the DAGs dynamic recompilation produced."""
+    cfg = cfgmod.Config(rewrites=False, codegen=False)
+    out: list[Dag] = []
+    for p in sorted(fixtures.glob("*.dml")):
+        _, nvargs = parse_expected(p.with_suffix(".expected").read_text())
+        res = run_capture(p.read_text(), cfg, nvargs, str(p))
+        if res.program is not None:
+            out += program_dags(res.program) + res.recompiled
+    return out

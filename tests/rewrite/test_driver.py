@@ -13,7 +13,7 @@ from lafuse.hops.hop import Hop, walk
 from lafuse.hops.program import Dag, copy_dag
 from lafuse.rewrite import driver, rules
 from lafuse.rewrite.core import Rule
-from tests.rewrite.harness import EVALUATE, parse_expected, program_dags, run_capture
+from tests.rewrite.harness import EVALUATE, program_dags, raw_fixture_dags, run_capture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rewrite"
 
@@ -27,15 +27,7 @@ def _structure(dag: Dag) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def raw_dags() -> list[Dag]:
-    """The DAGs of every golden fixture compiled without rewrites, and the recompiled ones."""
-    cfg = Config(rewrites=False, codegen=False)
-    out: list[Dag] = []
-    for p in sorted(FIXTURES.glob("*.dml")):
-        _, nvargs = parse_expected(p.with_suffix(".expected").read_text())
-        res = run_capture(p.read_text(), cfg, nvargs, str(p))
-        if res.program is not None:
-            out += program_dags(res.program) + res.recompiled
-    return out
+    return raw_fixture_dags(FIXTURES)
 
 
 def test_skipping_clean_rules_reaches_the_same_fixpoint(raw_dags, monkeypatch):

@@ -12,7 +12,7 @@ from lafuse.config import Config
 from lafuse.rewrite import RULES
 from lafuse.rewrite.core import Ctx
 from lafuse.rewrite.driver import by_kind
-from tests.rewrite.harness import EVALUATE, parse_expected, program_dags, run_capture
+from tests.rewrite.harness import EVALUATE, raw_fixture_dags
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "rewrite"
 LOCAL = [r for r in RULES if r.scope == "hop"]
@@ -20,15 +20,7 @@ LOCAL = [r for r in RULES if r.scope == "hop"]
 
 @pytest.fixture(scope="module")
 def raw_dags() -> list:
-    """The DAGs of every fixture compiled without rewrites (where the rules have their matches)."""
-    cfg = Config(rewrites=False, codegen=False)
-    out = []
-    for p in sorted(FIXTURES.glob("*.dml")):
-        _, nvargs = parse_expected(p.with_suffix(".expected").read_text())
-        res = run_capture(p.read_text(), cfg, nvargs, str(p))
-        if res.program is not None:
-            out += program_dags(res.program) + res.recompiled
-    return out
+    return raw_fixture_dags(FIXTURES)
 
 
 def test_no_rule_matches_a_hop_kind_it_does_not_declare(raw_dags):

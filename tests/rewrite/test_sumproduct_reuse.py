@@ -211,21 +211,22 @@ print(max(W1))
 BODY_SHAPES = {"X": (60, 20), "W1": (20, 8), "W2": (8, 20), "Y": (60, 20)}
 
 
-def _region_keys(monkeypatch) -> list[str | None]:
+def _recorded(monkeypatch, name: str) -> list[str | None]:
+    """The keys ``rule.<name>`` returns from now on, in order."""
     got: list[str | None] = []
-    real = R.region_key
+    real = getattr(R, name)
 
-    def keyed(ctx, h):
-        got.append(real(ctx, h))
+    def keyed(*args):
+        got.append(real(*args))
         return got[-1]
 
-    monkeypatch.setattr(R, "region_key", keyed)
+    monkeypatch.setattr(R, name, keyed)
     return got
 
 
 def test_a_dag_whose_regions_are_all_verdicts_is_one_verdict(monkeypatch):
     verdicts._known.clear()
-    keys = _region_keys(monkeypatch)
+    keys = _recorded(monkeypatch, "region_key")
     calls = _translations(monkeypatch)
     _compile(BODY, BODY_SHAPES)
     assert len(keys) >= 4 and calls  # several regions, none with a candidate
@@ -250,17 +251,10 @@ def test_a_dag_with_a_candidate_is_planned_again(monkeypatch):
 
 
 def _dag_keys(script: str, shapes: dict[str, tuple[int, int]], monkeypatch) -> set[str]:
-    got: list[str | None] = []
-    real = R.dag_key
-
-    def keyed(order, roots):
-        got.append(real(order, roots))
-        return got[-1]
-
-    monkeypatch.setattr(R, "dag_key", keyed)
-    verdicts._known.clear()
-    _compile(script, shapes)
-    monkeypatch.setattr(R, "dag_key", real)
+    with monkeypatch.context() as m:
+        got = _recorded(m, "dag_key")
+        verdicts._known.clear()
+        _compile(script, shapes)
     assert got and None not in got
     return set(got)  # type: ignore[arg-type]
 
