@@ -125,6 +125,7 @@ class _In:
         self.shared = shared
         self.names = (f"i{k}" for k in itertools.count())
         self.region = Region(root, Sum(()))
+        self.steps = 0  # operators translated (a shared one once per path to it)
 
     def fresh(self, extent: int) -> Index:
         if extent == 1:
@@ -158,6 +159,9 @@ class _In:
         return self.shared and ok
 
     def sp(self, h: Hop) -> Sum | None:
+        self.steps += 1
+        if self.steps > MAX_TRANSLATION_STEPS:
+            raise _TooLarge
         if not self.absorbs(h):
             return self.constant(h) or self.leaf(h)
         n, applied = len(self.region.absorbed), set(self.region.applied)
@@ -394,13 +398,26 @@ def _eliminate_joins(t: Term) -> Term:
     return Term(t.keep, tuple(fs[k] for k in keep_pos), t.coef, None)
 
 
+# operators one translation may visit: absorbing shared operators translates a shared one once per
+# path to it, which a deep DAG of shared steps makes exponential (an MLogreg iteration with its five CG
+# steps unrolled: 200000 visits, 3 s, for regions no plan improves); a region past it stays as written
+MAX_TRANSLATION_STEPS = 2000
+
+
+class _TooLarge(Exception):
+    """A translation past MAX_TRANSLATION_STEPS."""
+
+
 def translate(h: Hop, ctx: Ctx, shared: bool = False) -> Region | None:
     """The sum-product plan of the operators rooted at ``h`` (``shared``: absorbing shared ones too),
     or None when ``h`` is not one."""
     if not is_sp_op(h) or not ctx.pure(h):
         return None
     t = _In(ctx, h, shared)
-    plan = t.sp(h)
+    try:
+        plan = t.sp(h)
+    except _TooLarge:
+        return None
     if plan is None or not t.region.absorbed:
         return None
     t.region.plan = plan
