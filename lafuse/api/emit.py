@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lafuse.api.expr import Node
-from lafuse.errors import Span
 
 PATH = "<lafuse python>"  # the script's name in spans (api.run maps its lines back to Python)
 _PLAIN = frozenset(map(chr, range(32, 127))) - {"\\", '"'}  # string characters a DML literal keeps as is
@@ -162,8 +161,3 @@ def describe(n: Node, depth: int = 3) -> str:
         return names[id(x)]
 
     return _expr(n, ref)
-
-
-def span_of(script: Script, line: int) -> Span | None:
-    n = script.lines.get(line)
-    return n.span if n is not None else None

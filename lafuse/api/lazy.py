@@ -362,6 +362,3 @@ class Matrix(Expr):
 
         return array_function(func, args, kwargs)
 
-
-def is_other(n: Node) -> bool:
-    return n.kind == OTHER
