@@ -144,3 +144,31 @@ def test_the_numpy_twin_process_computes_what_the_in_process_twin_computes(key: 
     r = run_numpy_process(w, ds)
     assert r.error is None and len(r.op) == 1 and r.op[0] > 0 and r.wall is not None and r.wall > r.op[0]
     assert rel_diff(tuple(r.results), ref) <= 1e-12, (r.results, ref)
+
+
+@pytest.mark.parametrize("alg", algorithms.ALGORITHMS, ids=lambda a: a.key)
+def test_the_python_api_version_computes_what_numpy_computes(alg: algorithms.Algorithm) -> None:
+    """benchmarks/python_api.py (the suite's lafuse-python column): each algorithm written with the
+    Python API computes what the NumPy/SciPy copy computes."""
+    import python_api
+
+    alg = _tiny(alg)
+    ds = algorithms.generate(alg, "small", True)
+    w = algorithms.workload(alg, "small")
+    arrays = {k: ds.arrays[k] for k in w.inputs}
+    ref = _results(w.numpy(arrays), w.result)
+    got = tuple(float(v) for v in python_api.RUN[alg.key](arrays, alg.iters))
+    assert rel_diff(got, ref) <= 1e-9, (got, ref)
+
+
+def test_the_python_api_column_runs_as_a_process(tmp_path: Path) -> None:
+    from harness import run_python_process
+
+    alg = _tiny(next(a for a in algorithms.ALGORITHMS if a.key == "gnmf"))
+    ds = algorithms.generate(alg, "small", True)
+    write_lafuse(ds, tmp_path)
+    w = algorithms.workload(alg, "small")
+    ref = _results(w.numpy({k: ds.arrays[k] for k in w.inputs}), w.result)
+    r = run_python_process(w, ds, str(tmp_path / "cache"))
+    assert r.error is None and len(r.op) == 1 and r.op[0] > 0 and r.wall is not None and r.wall > r.op[0]
+    assert rel_diff(tuple(r.results), ref) <= 1e-9, (r.results, ref)
