@@ -214,3 +214,17 @@ def test_explain_names_each_rewrite_with_its_costs():
     for ln in report:
         before, after = (float(x.split()[0]) for x in ln.split("; cost ")[1].split(" -> "))
         assert after < before
+
+
+@pytest.mark.parametrize("expr", ["sum(diag(u) + C)", "sum(C - diag(u))", "trace(diag(u) + C)",
+                                  "sum(diag(u) + diag(2 * u))", "sum((diag(u) + C) %*% C)"])
+def test_a_diagonal_added_to_a_matrix_keeps_the_whole_matrix(expr):
+    """diag(u) keeps (i, i); renaming C's (j, k) onto it would add only C's diagonal (a wrong answer a
+    hypothesis run found: sum(diag(u) + C) as sum(u) + sum(diag(C)))."""
+    rng = np.random.default_rng(3)
+    inputs = {"u": rng.uniform(-1, 1, (6, 1)), "C": rng.uniform(-1, 1, (6, 6))}
+    for cfg in (Config(codegen=False), Config(fusion="fuse-all")):
+        got = run_dml(f"out = {expr}", inputs=inputs, outputs=["out"], cfg=cfg, out=io.StringIO())["out"]
+        off = run_dml(f"out = {expr}", inputs=inputs, outputs=["out"], cfg=cfg.with_(sum_product=False),
+                      out=io.StringIO())["out"]
+        np.testing.assert_allclose(got, off, rtol=1e-12, err_msg=expr)

@@ -222,10 +222,20 @@ class _In:
             a, b = self.sp(ins[0]), self.sp(ins[1])
             if a is None or b is None or _shape(ins[0]) != _shape(ins[1]):
                 return None
-            # (every term of a Sum keeps the same index names; b's are renamed onto a's)
-            m = {x: y for x, y in zip(b.keep, a.keep) if x is not None and y is not None}
+            # (every term of a Sum keeps the same index names; b's are renamed onto a's, one to one:
+            # diag(v) + C keeps (i, i) beside (j, k), and renaming both j and k to i would add only
+            # C's diagonal; such a sum stays as written)
+            onto: dict[str, str] = {}
+            for p, q in zip(b.keep, a.keep):
+                if p is None or q is None:
+                    continue
+                if onto.setdefault(p, q) != q:
+                    return None
+            if len(set(onto.values())) != len(onto) or (a.keep[0] is not None and a.keep[0] == a.keep[1]
+                                                        and b.keep[0] != b.keep[1]):
+                return None
             sign = 1.0 if h.op == "+" else -1.0
-            return Sum(a.terms + tuple((sign * s, t.renamed(m)) for s, t in b.terms))
+            return Sum(a.terms + tuple((sign * s, t.renamed(onto)) for s, t in b.terms))
         if h.kind == "unary" and h.op == "u-":
             a = self.sp(ins[0])
             return None if a is None else Sum(tuple((-s, t) for s, t in a.terms))
