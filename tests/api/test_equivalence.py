@@ -63,7 +63,9 @@ def _eval(e, env, lazy: bool):
     if k == "lit":
         return e[1]
     if k == "bin":
-        r = _BIN_FN[e[1]](_eval(e[2], env, lazy), _eval(e[3], env, lazy))
+        a, b = (np.float64(x) if isinstance(x, float) else x for x in (_eval(e[2], env, lazy), _eval(e[3], env, lazy)))
+        with np.errstate(all="ignore"):  # (two Python numbers: NumPy's division by zero, not Python's error)
+            r = _BIN_FN[e[1]](a, b)
         return r.astype(float) if isinstance(r, np.ndarray) else (float(r) if isinstance(r, np.bool_) else r)
     if k == "un":
         return _UN_FN[e[1]](_eval(e[2], env, lazy))
