@@ -323,6 +323,15 @@ def indexed_kernels() -> frozenset[str]:
 _INDEXED: dict[str, frozenset[str]] = {}
 
 
+def write_user_file(path: Path, data: bytes) -> None:
+    """A file the user asked for (a plan picture): written whole or not at all (replace_atomically),
+    with a new file's usual mode under the umask, not the temporary file's 0600."""
+    replace_atomically(path, data, prefix=f".{path.name}.tmp_")
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def replace_atomically(path: Path, data: bytes, prefix: str = ".tmp_") -> None:
     """Put ``data`` at ``path`` through a temporary file (``prefix``: how ``lafuse cache clear`` finds a
     leftover one) in the same directory and ``os.replace``: a reader finds the old file or the new

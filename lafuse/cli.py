@@ -420,13 +420,9 @@ def _picture(ns: argparse.Namespace, prog: Any, comp: Compiler, path: str) -> in
     try:
         from pathlib import Path
 
-        from lafuse.cachedir import replace_atomically
+        from lafuse.cachedir import write_user_file
 
-        out = Path(ns.output)
-        replace_atomically(out, data, prefix=f".{out.name}.tmp_")
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(out, 0o666 & ~mask)  # (a new file's usual mode, not the temporary file's 0600)
+        write_user_file(Path(ns.output), data)
     except OSError as e:
         print(f"lafuse: cannot write {ns.output}: {e.strerror or e}", file=sys.stderr)
         return 1

@@ -23,14 +23,10 @@ class Picture:
 
     def save(self, path: str | os.PathLike[str], fmt: str | None = None) -> Path:
         """Written whole or not at all (a temporary file renamed)."""
-        from lafuse.cachedir import replace_atomically
+        from lafuse.cachedir import write_user_file
 
         out = Path(path)
-        data = self.render(fmt or out.suffix.lstrip(".") or "svg")
-        replace_atomically(out, data, prefix=f".{out.name}.tmp_")
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(out, 0o666 & ~mask)
+        write_user_file(out, self.render(fmt or out.suffix.lstrip(".") or "svg"))
         return out
 
     def _repr_svg_(self) -> str | None:
