@@ -23,8 +23,9 @@ from typing import Any as _Any  # noqa: E402
 from lafuse import config  # noqa: E402  (also a context manager: with lf.config(codegen=False): ...)
 from lafuse.compiler import run_dml  # noqa: E402
 
-_API = frozenset({"Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
-                  "ones", "persist", "rand", "rbind", "read", "seq", "zeros"})
+_API = frozenset({"Compiled", "Matrix", "Other", "Scalar", "ScopeError", "ShapeError", "cbind", "compile",
+                  "compute", "cond", "fori_loop", "full", "last_stats", "matrix", "ones", "persist", "rand",
+                  "rbind", "read", "seq", "while_loop", "zeros"})
 
 __all__ = ["config", "run_dml", *sorted(_API)]
 

@@ -7,10 +7,12 @@ as one DML script (``emit``) and run by the same compiler and runtime (``run``).
 
 from __future__ import annotations
 
+from lafuse.api.control import ScopeError, cond, fori_loop, while_loop
 from lafuse.api.expr import ShapeError
 from lafuse.api.functions import cbind, full, ones, rand, rbind, read, seq, zeros
 from lafuse.api.lazy import Matrix, Other, Scalar, matrix, persist
-from lafuse.api.run import compute, last_stats
+from lafuse.api.run import Compiled, compile, compute, last_stats
 
-__all__ = ["Matrix", "Other", "Scalar", "ShapeError", "cbind", "compute", "full", "last_stats", "matrix",
-           "ones", "persist", "rand", "rbind", "read", "seq", "zeros"]
+__all__ = ["Compiled", "Matrix", "Other", "Scalar", "ScopeError", "ShapeError", "cbind", "compile", "compute",
+           "cond", "fori_loop", "full", "last_stats", "matrix", "ones", "persist", "rand", "rbind", "read",
+           "seq", "while_loop", "zeros"]

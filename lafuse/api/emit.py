@@ -48,15 +48,15 @@ def literal_text(v: Any) -> str | None:
     return None
 
 
-def order(roots: list[Node]) -> list[Node]:
-    """The nodes under ``roots``, inputs first."""
-    seen: set[int] = set()
+def order(roots: list[Node], done: Any = ()) -> list[Node]:
+    """The nodes under ``roots``, inputs first (not below a node in ``done``, ids already emitted)."""
+    seen: set[int] = set(done)
     out: list[Node] = []
     for r in roots:
         stack: list[tuple[Node, bool]] = [(r, False)]
         while stack:
-            n, done = stack.pop()
-            if done:
+            n, fin = stack.pop()
+            if fin:
                 out.append(n)
                 continue
             if id(n) in seen:
@@ -68,48 +68,150 @@ def order(roots: list[Node]) -> list[Node]:
 
 
 def emit(roots: list[Node]) -> Script:
-    names: dict[int, str] = {}
-    bound: dict[str, Any] = {}
-    lines: list[str] = []
-    script = Script("", bound, {}, [])
+    em = _Emitter()
+    em.block(roots, None, "")
+    script = em.script
+    for r in roots:
+        name = em.names[id(r)]
+        if r.op in ("lit", "input") or name in script.outputs:  # (an output variable of its own)
+            var = em.fresh()
+            em.put(r, f"{var} = {name}")
+            name = var
+        script.outputs.append(name)
+    script.text = "\n".join(em.lines) + "\n"
+    return script
 
-    def ref(n: Node) -> str:
-        return names[id(n)]
 
-    def put(n: Node, text: str) -> None:
-        lines.append(text)
-        script.lines[len(lines)] = n
+class _Emitter:
+    """Statements for nodes, block by block: a loop's or branch's body (``api.control``) is emitted
+    inside its DML block, from the nodes of its scope; what it reads from enclosing scopes is
+    emitted before the block (those are the loop node's inputs)."""
 
-    for n in order(roots):
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.lines: list[str] = []
+        self.script = Script("", {}, {}, [])
+
+    def ref(self, n: Node) -> str:
+        return self.names[id(n)]
+
+    def fresh(self) -> str:
+        return f"lf_t{len(self.lines)}"
+
+    def put(self, n: Node, text: str) -> None:
+        self.lines.append(text)
+        self.script.lines[len(self.lines)] = n
+
+    def block(self, roots: list[Node], scope: Any, indent: str) -> None:
+        for n in order(roots, self.names):
+            self.node(n, scope, indent)
+
+    def node(self, n: Node, scope: Any, indent: str) -> None:
         if n.op in ("lit", "input"):
             text = literal_text(n.value) if n.op == "lit" else None
             if text is None:
-                text = f"lf_in{len(bound)}"
-                bound[text] = n.value
+                text = f"lf_in{len(self.script.bound)}"
+                self.script.bound[text] = n.value
                 if n.nnz >= 0:
-                    script.nnz[text] = n.nnz
-            names[id(n)] = text
-            continue
-        var = f"lf_t{len(lines)}"
+                    self.script.nnz[text] = n.nnz
+            self.names[id(n)] = text
+            return
+        if n.scope is not scope or n.op in ("carry", "loopvar"):  # (a stand-in is named by its block)
+            from lafuse.api.control import leaked
+
+            raise leaked(n)
+        var = self.fresh()
         if n.op == "out":
-            names[id(n)] = f"{ref(_call_of(n))}_{n.value}"
-            continue
-        if n.op == "call" and n.nout > 1:
+            self.names[id(n)] = f"{self.ref(_call_of(n))}_{n.value}"
+        elif n.op == "loop":
+            self.loop(n, indent)
+        elif n.op == "if":
+            self.branch(n, indent)
+        elif n.op == "call" and n.nout > 1:
             outs = [f"{var}_{k}" for k in range(n.nout)]
-            names[id(n)] = var
-            put(n, f"[{', '.join(outs)}] = {_expr(n, ref)}")
-            continue
-        names[id(n)] = var
-        put(n, f"{var} = {_expr(n, ref)}")
-    for r in roots:
-        name = names[id(r)]
-        if r.op in ("lit", "input") or name in script.outputs:  # (an output variable of its own)
-            var = f"lf_t{len(lines)}"
-            put(r, f"{var} = {name}")
-            name = var
-        script.outputs.append(name)
-    script.text = "\n".join(lines) + "\n"
-    return script
+            self.names[id(n)] = var
+            self.put(n, f"{indent}[{', '.join(outs)}] = {_expr(n, self.ref)}")
+        else:
+            self.names[id(n)] = var
+            self.put(n, f"{indent}{var} = {_expr(n, self.ref)}")
+
+    def loop(self, n: Node, indent: str) -> None:
+        """``lf_c<k>_<j> = init_j``, then the loop over a body that ends assigning its results to them
+        (its "out" nodes are these variables after the loop)."""
+        from lafuse.api.control import Loop
+
+        lp: Loop = n.value
+        body = lp.body
+        base = f"lf_c{len(self.lines)}"
+        self.names[id(n)] = base
+        carried = [f"{base}_{j}" for j in range(len(body.carries))]
+        inits = n.args[2:] if lp.kind == "for" else n.args
+        for var, c, init in zip(carried, body.carries, inits):
+            assert init is not None
+            self.put(n, f"{indent}{var} = {self.ref(init)}")
+            self.names[id(c)] = var
+        inner, close = indent + "  ", [indent + "}"]
+        if lp.kind == "for":
+            lo, hi = n.args[0], n.args[1]
+            assert lo is not None and hi is not None and lp.index is not None
+            index = self.names[id(lp.index)] = f"lf_i{len(self.lines)}"
+            if lo.op == "lit" and hi.op == "lit":
+                rng = f"{lo.value}:{hi.value - 1}"
+            else:  # (DML's a:b counts down when b < a)
+                self.put(n, f"{indent}if ({self.ref(hi)} > {self.ref(lo)}) {{")
+                indent, inner, close = inner, inner + "  ", [inner + "}", indent + "}"]
+                rng = f"{self.ref(lo)}:({self.ref(hi)} - 1)"
+            self.put(n, f"{indent}for ({index} in {rng}) {{")
+        else:
+            assert lp.cond is not None
+            test = f"{base}_w"
+            self.condition(n, lp.cond, body.scope, test, indent)
+            self.put(n, f"{indent}while ({test}) {{")
+        self.block(body.results, body.scope, inner)
+        self.assign(n, carried, body.results, inner)
+        if lp.cond is not None:
+            self.condition(n, lp.cond, body.scope, f"{base}_w", inner)
+        for line in close:
+            self.put(n, line)
+
+    def condition(self, n: Node, cond: Node, scope: Any, var: str, indent: str) -> None:
+        """A while loop's condition into ``var``: before the loop and at the end of its body, its nodes
+        emitted afresh each time (named anew: the second reads the body's results)."""
+        mine = [m for m in order([cond], self.names) if m.op not in ("lit", "input")]
+        self.block([cond], scope, indent)
+        self.put(n, f"{indent}{var} = {self.ref(cond)}")
+        for m in mine:
+            del self.names[id(m)]
+
+    def assign(self, n: Node, carried: list[str], results: list[Node], indent: str) -> None:
+        """``carried_j = result_j`` for each j, as simultaneous assignments: a result that is another
+        state variable is copied first (a body that swaps two values)."""
+        srcs = [self.ref(r) for r in results]
+        for j, src in enumerate(srcs):
+            if src in carried and src != carried[j]:
+                tmp = self.fresh()
+                self.put(n, f"{indent}{tmp} = {src}")
+                srcs[j] = tmp
+        for var, src in zip(carried, srcs):
+            if src != var:
+                self.put(n, f"{indent}{var} = {src}")
+
+    def branch(self, n: Node, indent: str) -> None:
+        from lafuse.api.control import Branch
+
+        br: Branch = n.value
+        base = self.names[id(n)] = f"lf_c{len(self.lines)}"
+        results = [f"{base}_{j}" for j in range(n.nout)]
+        pred = n.args[0]
+        assert pred is not None
+        self.put(n, f"{indent}if ({self.ref(pred)}) {{")
+        for k, body in enumerate((br.then, br.orelse)):
+            if k:
+                self.put(n, f"{indent}}} else {{")
+            self.block(body.results, body.scope, indent + "  ")
+            for var, r in zip(results, body.results):
+                self.put(n, f"{indent}  {var} = {self.ref(r)}")
+        self.put(n, f"{indent}}}")
 
 
 def _call_of(n: Node) -> Node:
@@ -147,6 +249,11 @@ def describe(n: Node, depth: int = 3) -> str:
         return f"<{shape[0]}x{shape[1]} {type(v).__name__}>" if shape is not None else repr(v)
     if n.op == "lit":
         return literal_text(n.value) or repr(n.value)
+    if n.op in ("carry", "loopvar"):
+        what = n.scope.what if n.scope is not None else "loop"
+        return f"<{'the index' if n.op == 'loopvar' else f'state value {n.value}'} of a {what}>"
+    if n.op in ("loop", "if"):
+        return {"for": "fori_loop", "while": "while_loop", "if": "cond"}[n.fn] + "(...)"
     if depth == 0:
         return "..."
     if n.op == "out":

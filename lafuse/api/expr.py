@@ -58,17 +58,40 @@ def origin() -> Span:
     return Span(f.f_code.co_filename, f.f_lineno, 1)
 
 
+class Scope:
+    """A loop or branch body while its Python function is traced (``api.control``): the nodes built
+    then belong to it, are emitted inside its DML block, and are not values outside it."""
+
+    __slots__ = ("parent", "what", "span")
+
+    def __init__(self, parent: Scope | None, what: str, span: Span) -> None:
+        self.parent, self.what, self.span = parent, what, span
+
+    def within(self, other: Scope | None) -> bool:
+        """Whether this scope is ``other`` or nested in it (every scope is within None, the top)."""
+        s: Scope | None = self
+        while s is not None:
+            if s is other:
+                return True
+            s = s.parent
+        return other is None
+
+
+SCOPES: list[Scope | None] = [None]  # the bodies being traced, innermost last
+
+
 class Node:
     """One operation. ``op``: "input" (``value`` bound as is), "lit" (a Python scalar written into the
     script), "binary"/"unary" (``fn``: the DML operator), "call" (``fn``: a builtin or DML function
     name; ``kw``: named arguments; ``nout`` outputs), "out" (output ``value`` of a multi-output call),
     "index" (``args``: the matrix, then 1-based inclusive bounds, each a Node or None for the whole
-    dimension). ``shape``: (rows, cols), -1 where unknown; ``nnz``: an input matrix's non-zeros.
+    dimension); "loop"/"if" (``value``: the traced bodies, ``api.control``), "carry" (a loop's or
+    branch's state inside its body), "loopvar" (a for loop's index). ``shape``: (rows, cols), -1 where unknown; ``nnz``: an input matrix's non-zeros.
 
     An input is not copied, and its non-zeros are counted once, when bound: like a dask array over a
     NumPy array, a lazy matrix assumes the array is not changed in place afterwards."""
 
-    __slots__ = ("op", "fn", "args", "kw", "kind", "shape", "value", "nout", "span", "nnz")
+    __slots__ = ("op", "fn", "args", "kw", "kind", "shape", "value", "nout", "span", "nnz", "scope")
 
     def __init__(self, op: str, kind: str, args: tuple[Node | None, ...] = (), fn: str = "",
                  kw: dict[str, Node] | None = None, shape: tuple[int, int] = (-1, -1), value: Any = None,
@@ -78,6 +101,7 @@ class Node:
         self.value, self.nout = value, nout
         self.span = span if span is not None else origin()
         self.nnz = -1  # an input matrix's non-zeros, counted once when bound
+        self.scope = SCOPES[-1]  # the loop or branch body being traced when built (None: none)
 
     def inputs(self) -> list[Node]:
         return [a for a in self.args if a is not None] + list(self.kw.values())
@@ -143,5 +167,5 @@ def call(fn: str, args: list[Node], kw: dict[str, Node] | None = None, kind: str
     return Node("call", kind, tuple(args), fn, kw, shape, nout=nout)
 
 
-def output(c: Node, k: int, kind: str) -> Node:
-    return Node("out", kind, (c,), value=k, span=c.span)
+def output(c: Node, k: int, kind: str, shape: tuple[int, int] = (-1, -1)) -> Node:
+    return Node("out", kind, (c,), value=k, shape=shape, span=c.span)

@@ -71,7 +71,9 @@ def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
     return comp, prog
 
 
-def _run(script: Script) -> dict[str, Any]:
+def _run(script: Script, program: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The script's outputs by variable (``program``: its compiled (compiler, program), else the one
+    ``compiled`` finds or makes)."""
     from lafuse.plan.instructions import DASK
     from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
@@ -85,7 +87,9 @@ def _run(script: Script) -> dict[str, Any]:
         stats = Stats()
 
     def go() -> dict[str, Any]:
-        comp, prog = compiled(script, cfg, stats)
+        comp, prog = compiled(script, cfg, stats) if program is None else program
+        if program is not None:
+            comp.stats = stats
         with blas_limited(cfg.threads):
             st = Interpreter(prog, comp, out=sys.stdout, stats=stats).run(dict(script.bound))
         if stats is not None:
@@ -132,7 +136,44 @@ def compute(*values: Any) -> tuple[Any, ...]:
     if not lazy:
         return tuple(values)
     script = emit([v.node for v in lazy])
-    got = _run(script)
+    return _results(values, script, _run(script))
+
+
+class Compiled:
+    """Lazy values compiled into one plan, not run yet: ``compute()`` runs it (each call afresh, on the
+    inputs the values were built over); ``dml`` is the script it was compiled from. Compiling ahead
+    separates the compiler's time from the run's, as ``lafuse run`` compiles a script before it runs;
+    ``lf.compute`` of the same values later finds this compiled program too (by script and sizes)."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        from lafuse.api.lazy import Expr
+
+        self._values = values
+        self._script = emit([v.node for v in values if isinstance(v, Expr)])
+        from lafuse.runtime import deepstack
+
+        try:
+            self._program = deepstack.call(lambda: compiled(self._script, cfgmod.get(), None))
+        except DMLError as e:
+            raise relocate(e, self._script) from None
+
+    @property
+    def dml(self) -> str:
+        return self._script.text
+
+    def compute(self) -> tuple[Any, ...]:
+        """The values, as ``lf.compute`` returns them."""
+        return _results(self._values, self._script, _run(self._script, self._program))
+
+
+def compile(*values: Any) -> Compiled:  # noqa: A001  (lf.compile, as jax.jit(...).lower().compile())
+    """``values`` compiled now, under the current config, into one plan to run later."""
+    return Compiled(values)
+
+
+def _results(values: tuple[Any, ...], script: Script, got: dict[str, Any]) -> tuple[Any, ...]:
+    from lafuse.api.lazy import Expr
+
     results = iter([got[name] for name in script.outputs])
     return tuple(next(results) if isinstance(v, Expr) else v for v in values)
 
