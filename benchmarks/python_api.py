@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-import lafuse as lf
+import lafuse as lf  # (before NumPy, as a lafuse run has it: lafuse sets OpenBLAS's idle spin first)
 import lafuse.api.run  # noqa: F401  (imported before the timed region, as `lafuse run` has its modules
 import lafuse.runtime.interp  # noqa: F401  loaded before a script's first time())
 
 sys.path.insert(0, str(Path(__file__).parent))
 import algorithms as A  # noqa: E402
+import numpy as np  # noqa: E402  (after lafuse: see above)
 import numpy_twin  # noqa: E402
 
 

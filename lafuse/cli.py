@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
 import os
 import sys
 import threading
@@ -24,7 +23,7 @@ from lafuse.errors import DMLError, DMLStop
 from lafuse.hops.resolver import parse_cmdline_value
 from lafuse.lang.parser import parse, read_source
 from lafuse.plan.instructions import DASK
-from lafuse.runtime import deepstack, reuse
+from lafuse.runtime import deepstack, handoff, reuse
 from lafuse.runtime.interp import Interpreter
 from lafuse.sparse import sp
 from lafuse.stages import ALIASES, PROGRAM_STAGES, STAGES
@@ -233,7 +232,7 @@ def entry() -> NoReturn:
 def _main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.cmd in ("run", "calibrate"):  # calibrate measures the heap that runs use
-        tune_malloc()
+        memory.tune_malloc()
     if ns.cmd == "calibrate":
         return _calibrate(ns)
     if ns.cmd == "cache":
@@ -395,8 +394,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             stats.reused = (reuse.DONE[0] - reused[0], reuse.DONE[1] - reused[1])
             sys.stdout.flush()
             print(stats.render(cfg.stats_top), flush=True)
-        _spawn_deferred(cfg)
-        _save_observed(cfg)
+        handoff.run_ended(cfg)
         if prestart:
             _record_kernels_used(text, cfg.fusion if numba else None)
     return 0
@@ -460,83 +458,6 @@ def _record_kernels_used(text: str, policy: str | None) -> None:
     prestart.join()
 
 
-# glibc mallopt parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-MALLOC_KEEP_BYTES = 1 << 30  # freed memory glibc keeps for reuse instead of returning it to the system
-
-
-def tune_malloc() -> bool:
-    """Keep large freed blocks for reuse (glibc only; env LAFUSE_MALLOC_TUNE=0 leaves malloc alone).
-
-    By default glibc serves each allocation over a (dynamic) threshold of a few MB with fresh pages
-    from mmap and returns them on free, so every intermediate matrix page-faults its memory in again:
-    measured here, ``sum((x * y) * 3)`` over 8 MB operands took 4.1 ms, 1.4 ms with large blocks
-    served from and returned to the heap (32 MB operands: 13.8 vs 8.8 ms). An interpreter of
-    whole-matrix operations allocates such blocks all the time; the cost is up to this many bytes
-    of freed memory kept by the process. Set once, before the first large allocation."""
-    if os.environ.get("LAFUSE_MALLOC_TUNE", "1") == "0" or not sys.platform.startswith("linux"):
-        return False
-    try:  # the process's own symbols (Python links the C library): find_library would run ldconfig
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-        return False
-    ok = mallopt(_M_MMAP_THRESHOLD, MALLOC_KEEP_BYTES) == 1
-    ok &= mallopt(_M_TRIM_THRESHOLD, MALLOC_KEEP_BYTES) == 1
-    ok &= mallopt(_M_TOP_PAD, 64 << 20) == 1
-    return bool(ok)
-
-
-def _save_observed(cfg: Any) -> None:
-    """Record how often each fusion candidate's block ran (feedback.observed), the cost-based
-    decisions made (feedback.decisions) and the sum-product regions without a candidate plan
-    (feedback.sumproduct), for later runs."""
-    saves = []
-    verdicts = sys.modules.get("lafuse.feedback.sumproduct")  # (loaded: the sum-product rule ran)
-    if verdicts is not None:
-        saves.append((cfg.fusion_reuse, verdicts.save, "sum-product verdicts"))
-    if cfg.codegen and "lafuse.fusion" in sys.modules:  # (else nothing was weighed)
-        from lafuse.feedback import decisions, observed  # deferred: only after a run that fused
-
-        saves += [(cfg.fusion_observed, observed.save, "observed block executions"),
-                  (cfg.fusion_reuse, decisions.save, "fusion decisions")]
-    for on, save, what in saves:
-        if on:
-            try:
-                save()
-            except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
-                print(f"lafuse: warning: {what} not saved: {e}", file=sys.stderr)
-
-
-def _calibrate_later(cfg: Any) -> Any:
-    """The profile path a background job should calibrate into, or None: only a run whose fusion
-    decisions used the built-in defaults (no profile file) asks for one (codegen.deferred)."""
-    fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized
-    if not (cfg.codegen and cfg.auto_calibrate and fusion is not None and "default" in fusion.DECIDED_ON):
-        return None
-    from lafuse.cost import profile  # deferred: only when a profile is looked at
-
-    path = profile.profile_path()
-    return None if profile.valid(path) else path
-
-
-def _spawn_deferred(cfg: Any) -> None:
-    """Hand the kernels that only pay from the disk cache to a background compile, and the machine's
-    calibration if the run had none (codegen.deferred)."""
-    fusion = sys.modules.get("lafuse.fusion")  # not loaded: nothing was optimized, nothing deferred
-    plans = dict(fusion.DEFERRED) if cfg.codegen and cfg.codegen_defer and fusion is not None else {}
-    # (--no-background, LAFUSE_BACKGROUND=0: no job of any kind, and no look at the profile for one)
-    calibrate = _calibrate_later(cfg) if cfg.background else None
-    if cfg.background and (plans or calibrate is not None):
-        from lafuse.codegen import deferred  # deferred: loads codegen, only when a job is handed on
-
-        try:
-            deferred.spawn(plans, calibrate)
-        except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
-            print(f"lafuse: warning: background job ({len(plans)} kernel compiles"
-                  f"{', calibration' if calibrate else ''}) not started: {e}", file=sys.stderr)
-    if fusion is not None:
-        fusion.DEFERRED.clear()
 
 
 # field -> unit, in the order the table shows them (what each rate measures: lafuse.calibrate)

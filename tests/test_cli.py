@@ -199,7 +199,7 @@ def test_tune_malloc_keeps_large_blocks_for_reuse(monkeypatch):
     # page-faulted in again; LAFUSE_MALLOC_TUNE=0 leaves malloc alone
     import platform
 
-    from lafuse.cli import tune_malloc
+    from lafuse.memory import tune_malloc
 
     monkeypatch.setenv("LAFUSE_MALLOC_TUNE", "0")
     assert tune_malloc() is False

@@ -28,6 +28,25 @@ def last_stats() -> Any:
 
 MAX_PROGRAMS = 32  # compiled scripts kept (a Python loop computes the same script each iteration)
 _PROGRAMS: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
+_HANDOFF: list[cfgmod.Config] = []  # the config of the last compile, handed on at exit (runtime.handoff)
+
+
+def _hand_off_at_exit(cfg: cfgmod.Config) -> None:
+    """The first compile of the process sets malloc up as ``lafuse run`` does (``memory.tune_malloc``);
+    at exit, what ``lafuse run`` hands on when its script ends (fusion decisions and feedback, the
+    kernels that pay only from the plan cache compiled in the background): a later process computing
+    the same expressions starts where this one left off, as a later run of the same script does."""
+    if not _HANDOFF:
+        import atexit
+
+        from lafuse import memory
+        from lafuse.runtime import handoff
+
+        memory.tune_malloc()  # (as lafuse run: freed intermediates reused, not page-faulted in again)
+
+        atexit.register(lambda: handoff.run_ended(_HANDOFF[-1]))
+        _HANDOFF.append(cfg)
+    _HANDOFF[-1] = cfg
 
 
 def _key(script: Script, cfg: cfgmod.Config) -> tuple | None:
@@ -62,6 +81,7 @@ def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
         _PROGRAMS.move_to_end(key)
         got[0].stats = stats
         return got
+    _hand_off_at_exit(cfg)
     comp = Compiler(cfg, stats=stats)
     prog = comp.compile_text(script.text, PATH, script.bound, tuple(script.outputs), input_nnz=script.nnz)
     if key is not None:

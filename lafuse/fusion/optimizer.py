@@ -307,7 +307,7 @@ def growth_saved(order: list[Hop], ops: list[FusedOp], users: dict[int, list[Hop
     """Bytes by which each fused operator of ``ops`` lowers the peak of the memory the block's
     operators hold (the DAG run in ``order`` with the other operators fused): what its first run
     saves in page faults. An operator's intermediates are freed after their last use, and glibc hands
-    their blocks to later allocations (cli.tune_malloc), and an element-wise result takes the buffer of
+    their blocks to later allocations (memory.tune_malloc), and an element-wise result takes the buffer of
     an operand that dies with it (hops.patterns.REUSES_OPERAND), so only growth of the block's peak
     touches fresh memory: AutoEncoder's final block ran ``sum((A3 %*% W4 + b4 - X) ^ 2)`` unfused with one
     80 MB block faulted in (0.16-0.2 s in the runs that faulted), not the three its intermediates add

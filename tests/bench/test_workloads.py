@@ -4,11 +4,13 @@ docs/benchmarks.md could be a different computation. Small sizes here; the suite
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -146,19 +148,43 @@ def test_the_numpy_twin_process_computes_what_the_in_process_twin_computes(key: 
     assert rel_diff(tuple(r.results), ref) <= 1e-12, (r.results, ref)
 
 
+def _matrix_runs(stats: Any) -> collections.Counter:
+    """Executions per matrix-valued instruction kind of a run (a transient read names a value, no work)."""
+    runs: collections.Counter = collections.Counter()
+    for ins in stats.ran:
+        if ins.hop.is_matrix and ins.opcode != "tread":
+            runs[ins.opcode] += ins.runs
+    return runs
+
+
 @pytest.mark.parametrize("alg", algorithms.ALGORITHMS, ids=lambda a: a.key)
-def test_the_python_api_version_computes_what_numpy_computes(alg: algorithms.Algorithm) -> None:
+def test_the_python_api_version_computes_what_numpy_computes_with_the_dml_plans(alg: algorithms.Algorithm) -> None:
     """benchmarks/python_api.py (the suite's lafuse-python column): each algorithm written with the
-    Python API computes what the NumPy/SciPy copy computes."""
+    Python API computes what the NumPy/SciPy copy computes, and runs the plans of its DML: the same
+    fused operators and products, as many times, and no more of any other matrix operator (a Python
+    constant folds where the DML's variable does not: L2SVM's ``reg * w``)."""
     import python_api
+
+    import lafuse as lf
+    from lafuse.api.emit import Script
+    from lafuse.api.run import _run
 
     alg = _tiny(alg)
     ds = algorithms.generate(alg, "small", True)
     w = algorithms.workload(alg, "small")
     arrays = {k: ds.arrays[k] for k in w.inputs}
     ref = _results(w.numpy(arrays), w.result)
-    got = tuple(float(v) for v in python_api.compiled(alg.key, arrays, alg.iters)())
+    with lf.config(stats=True):
+        got = tuple(float(v) for v in python_api.compiled(alg.key, arrays, alg.iters)())
+        py = _matrix_runs(lf.last_stats())
+        outs = [f"r{k + 1}" for k in range(alg.n_out)]
+        dml_got = _run(Script(w.body, dict(arrays), {}, outs))
+        dml = _matrix_runs(lf.last_stats())
     assert rel_diff(got, ref) <= 1e-9, (got, ref)
+    assert rel_diff(got, tuple(float(dml_got[o]) for o in outs)) <= 1e-12
+    kernels = {op for op in dml if op.startswith("spoof") or op in ("%*%", "tsmm", "mmchain", "wsloss", "sampledsum")}
+    assert kernels and {op: py[op] for op in kernels} == {op: dml[op] for op in kernels}, (py, dml)
+    assert all(py[op] <= dml[op] for op in py), (py, dml)
 
 
 def test_the_python_api_column_runs_as_a_process(tmp_path: Path) -> None:

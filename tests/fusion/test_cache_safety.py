@@ -29,6 +29,7 @@ from lafuse import config as cfgmod
 from lafuse.codegen import deferred
 from lafuse.cost import profile
 from lafuse.feedback import decisions, observed, prestart
+from lafuse.runtime import handoff
 
 from .conftest import PROFILE
 
@@ -247,7 +248,7 @@ def test_a_corrupt_hardware_profile_falls_back_to_the_defaults(shared, tmp_path,
         assert f"ignoring the hardware profile {path}: {why}" in w and "built-in defaults" in w
         renew()
     # the background job after such a run calibrates into it as if it were missing (replacing it)
-    assert cli._calibrate_later(cfgmod.Config(codegen=True, auto_calibrate=True)) == path
+    assert handoff.calibrate_later(cfgmod.Config(codegen=True, auto_calibrate=True)) == path
 
 
 _UNFUSED: dict[str, str] = {}  # script -> output of its unfused run

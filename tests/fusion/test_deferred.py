@@ -20,6 +20,7 @@ from lafuse.compiler import Compiler
 from lafuse.cost.profile import HardwareProfile
 from lafuse.fusion import optimizer
 from lafuse.hops.program import GenericBlock, iter_blocks
+from lafuse.runtime import handoff
 from lafuse.runtime.local import fused as local_fused
 
 from .conftest import PROFILE
@@ -134,7 +135,7 @@ def test_deferred_wait_ignores_stale_markers(tmp_path, monkeypatch):
 
 
 def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
-    from lafuse import cli, codegen
+    from lafuse import codegen
     from lafuse import config as cfgmod
     from lafuse.codegen import deferred
 
@@ -149,7 +150,7 @@ def test_a_failing_background_start_only_warns(tmp_path, monkeypatch, capsys):
     fused(LOOP, "cost", fusion.FusionStats(), SMALL, codegen_defer=True)
     n = len(fusion.DEFERRED)
     assert n >= 1
-    cli._spawn_deferred(cfgmod.Config(codegen=True, codegen_defer=True))
+    handoff.spawn_deferred(cfgmod.Config(codegen=True, codegen_defer=True))
     assert f"background job ({n} kernel compiles) not started" in capsys.readouterr().err
     assert not fusion.DEFERRED
 
