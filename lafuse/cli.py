@@ -25,7 +25,6 @@ from lafuse.lang.parser import parse, read_source
 from lafuse.plan.instructions import DASK
 from lafuse.runtime import deepstack, handoff, reuse
 from lafuse.runtime.interp import Interpreter
-from lafuse.sparse import sp
 from lafuse.stages import ALIASES, PROGRAM_STAGES, STAGES
 from lafuse.threads import blas_limited
 
@@ -341,9 +340,8 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             return 1
     sources[path] = text
     prestart = ns.cmd == "run" and cfg.numba_prestart  # background imports (feedback.prestart)
-    numba = cfg.codegen and cfg.codegen_backend == "numba"
     if prestart:
-        _prestart_at_launch(text, cfg.fusion if numba else None)
+        handoff.prestart_at_launch(text, cfg)
     picture = ns.cmd == "explain" and ns.format != "text"
     if picture and ns.until == "parse":
         print("lafuse: explain --format draws HOP DAGs or plans: give --until build or a later stage "
@@ -396,7 +394,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
             print(stats.render(cfg.stats_top), flush=True)
         handoff.run_ended(cfg)
         if prestart:
-            _record_kernels_used(text, cfg.fusion if numba else None)
+            handoff.record_kernels_used([text], cfg)
     return 0
 
 
@@ -425,39 +423,6 @@ def _picture(ns: argparse.Namespace, prog: Any, comp: Compiler, path: str) -> in
         print(f"lafuse: cannot write {ns.output}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
-
-
-def _prestart_at_launch(text: str, policy: str | None) -> None:
-    """Begin the imports the script's last run needed (SciPy's sparse module; Numba, ``policy`` being
-    the fusion policy when Numba kernels may run) on a background thread."""
-    from lafuse.feedback import prestart  # deferred: only when prestart is on
-
-    if prestart.wanted(text, prestart.SPARSE):
-        prestart.start_sparse("the script's last run used sparse matrices")
-    if policy is not None and prestart.wanted(text, policy):
-        prestart.start()
-
-
-def _record_kernels_used(text: str, policy: str | None) -> None:
-    """Remember whether this run used kernels and sparse matrices, so the next run of the script
-    starts Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background start
-    still running (never exit mid-import). Kernels kept only because this run's background start had
-    imported Numba (fusion.ON_PRESTART) do not count: else a start would keep itself going."""
-    from lafuse.feedback import prestart  # deferred: only when prestart is on
-
-    counts = {prestart.SPARSE: int(type(sp).used)}
-    if policy is not None:
-        codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
-        fusion = sys.modules.get("lafuse.fusion")
-        used = set(codegen.cache_stats()["per_kernel"]) if codegen is not None else set()
-        counts[policy] = len(used - (fusion.ON_PRESTART if fusion is not None else set()))
-    try:
-        prestart.record(text, counts)
-    except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
-        print(f"lafuse: warning: kernels used by this run not recorded: {e}", file=sys.stderr)
-    prestart.join()
-
-
 
 
 # field -> unit, in the order the table shows them (what each rate measures: lafuse.calibrate)

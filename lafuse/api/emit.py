@@ -107,6 +107,8 @@ class _Emitter:
             self.node(n, scope, indent)
 
     def node(self, n: Node, scope: Any, indent: str) -> None:
+        if id(n) in self.names:  # (an input or literal a body emitted meanwhile)
+            return
         if n.op in ("lit", "input"):
             text = literal_text(n.value) if n.op == "lit" else None
             if text is None:

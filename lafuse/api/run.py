@@ -28,25 +28,44 @@ def last_stats() -> Any:
 
 MAX_PROGRAMS = 32  # compiled scripts kept (a Python loop computes the same script each iteration)
 _PROGRAMS: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
-_HANDOFF: list[cfgmod.Config] = []  # the config of the last compile, handed on at exit (runtime.handoff)
+MAX_RECORDED = 8  # scripts whose imports (Numba, SciPy's sparse module) the process records at exit
+_HANDOFF: dict[str, Any] = {}  # "cfg": the config of the last compile; "texts": the last scripts compiled
 
 
-def _hand_off_at_exit(cfg: cfgmod.Config) -> None:
-    """The first compile of the process sets malloc up as ``lafuse run`` does (``memory.tune_malloc``);
-    at exit, what ``lafuse run`` hands on when its script ends (fusion decisions and feedback, the
-    kernels that pay only from the plan cache compiled in the background): a later process computing
-    the same expressions starts where this one left off, as a later run of the same script does."""
+def _launch(text: str, cfg: cfgmod.Config) -> None:
+    """What ``lafuse run`` does around a script, for a script compiled from Python: the process's first
+    compile sets malloc up (``memory.tune_malloc``); a script whose last run imported Numba or SciPy's
+    sparse module starts them in the background (``feedback.prestart``); at exit, the process hands
+    on what a run hands on when its script ends (fusion decisions and feedback, the kernels that pay
+    only from the plan cache, compiled in the background: ``runtime.handoff``) and records those
+    imports for the scripts it compiled. A later process computing the same expressions starts where
+    this one left off, as a later run of the same script does."""
+    from lafuse.runtime import handoff
+
     if not _HANDOFF:
         import atexit
 
         from lafuse import memory
-        from lafuse.runtime import handoff
 
         memory.tune_malloc()  # (as lafuse run: freed intermediates reused, not page-faulted in again)
+        atexit.register(_at_exit)
+        _HANDOFF["texts"] = []
+    _HANDOFF["cfg"] = cfg
+    texts = _HANDOFF["texts"]
+    if text not in texts:
+        texts.append(text)
+        del texts[:-MAX_RECORDED]
+    if cfg.numba_prestart:
+        handoff.prestart_at_launch(text, cfg)
 
-        atexit.register(lambda: handoff.run_ended(_HANDOFF[-1]))
-        _HANDOFF.append(cfg)
-    _HANDOFF[-1] = cfg
+
+def _at_exit() -> None:
+    from lafuse.runtime import handoff
+
+    cfg = _HANDOFF["cfg"]
+    handoff.run_ended(cfg)
+    if cfg.numba_prestart:
+        handoff.record_kernels_used(_HANDOFF["texts"], cfg)
 
 
 def _key(script: Script, cfg: cfgmod.Config) -> tuple | None:
@@ -81,7 +100,7 @@ def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
         _PROGRAMS.move_to_end(key)
         got[0].stats = stats
         return got
-    _hand_off_at_exit(cfg)
+    _launch(script.text, cfg)
     comp = Compiler(cfg, stats=stats)
     prog = comp.compile_text(script.text, PATH, script.bound, tuple(script.outputs), input_nnz=script.nnz)
     if key is not None:

@@ -69,3 +69,45 @@ def spawn_deferred(cfg: Any) -> None:
                   f"{', calibration' if calibrate else ''}) not started: {e}", file=sys.stderr)
     if fusion is not None:
         fusion.DEFERRED.clear()
+
+
+def _policy(cfg: Any) -> str | None:
+    """The fusion policy Numba kernels may run under (None: no Numba kernels under this config)."""
+    return cfg.fusion if cfg.codegen and cfg.codegen_backend == "numba" else None
+
+
+def prestart_at_launch(text: str, cfg: Any) -> None:
+    """Begin the imports the script's last run needed (SciPy's sparse module; Numba, when kernels may
+    run under the config's fusion policy) on a background thread (feedback.prestart)."""
+    from lafuse.feedback import prestart  # deferred: only when prestart is on
+
+    policy = _policy(cfg)
+    if prestart.wanted(text, prestart.SPARSE):
+        prestart.start_sparse("the script's last run used sparse matrices")
+    if policy is not None and prestart.wanted(text, policy):
+        prestart.start()
+
+
+def record_kernels_used(texts: list[str], cfg: Any) -> None:
+    """Remember whether this process used kernels and sparse matrices, for each script it ran, so their
+    next runs start Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background
+    start still running (never exit mid-import). Kernels kept only because this run's background start
+    had imported Numba (fusion.ON_PRESTART) do not count: else a start would keep itself going. (One
+    script a ``lafuse run``; the Python API's process records what it used for each script it
+    compiled, the last few: a script run beside one that used kernels may start Numba needlessly.)"""
+    from lafuse.feedback import prestart  # deferred: only when prestart is on
+    from lafuse.sparse import sp
+
+    policy = _policy(cfg)
+    counts = {prestart.SPARSE: int(type(sp).used)}
+    if policy is not None:
+        codegen = sys.modules.get("lafuse.codegen")  # not loaded: no kernel was compiled or loaded
+        fusion = sys.modules.get("lafuse.fusion")
+        used = set(codegen.cache_stats()["per_kernel"]) if codegen is not None else set()
+        counts[policy] = len(used - (fusion.ON_PRESTART if fusion is not None else set()))
+    try:
+        for text in texts:
+            prestart.record(text, counts)
+    except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
+        print(f"lafuse: warning: kernels used by this run not recorded: {e}", file=sys.stderr)
+    prestart.join()
