@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from harness import DataSet, Workload, csr
+from steps import AE_BATCH, ALSCG_CG_STEPS, CG_STEPS, MLP_BATCH
 
 ALG_REL_TOL = 1e-6  # iterative algorithms amplify rounding differences (reduction order, BLAS)
 NUMBA_NOTE = "n/a: hand-written kernels are per operator (micro-benchmarks), not whole algorithms"
 NUMEXPR_NOTE = "n/a: numexpr evaluates element-wise expressions, not matrix products or loops"
-CG_STEPS = 5  # inner conjugate-gradient steps per outer iteration (the DML's 1:CG)
-ALSCG_CG_STEPS = 3  # per factor, ALS-CG's two solves per iteration
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,7 +299,6 @@ def alscg_finish(xp: Any, ops: Any, d: dict, st: tuple) -> tuple:
     return xp.sum(U), xp.sum(V), xp.sum(err ** 2) + xp.sum(U ** 2) + xp.sum(V ** 2)
 
 
-AE_BATCH = 256
 AE_INIT = """W1 = W10
 W2 = W20
 W3 = W30
@@ -390,7 +388,6 @@ def ae_batches(d: dict, iters: int) -> Iterator[tuple]:
             yield (d["X"][beg:beg + AE_BATCH],)
 
 
-MLP_BATCH = 128
 MLP_DML = f"""
 n = nrow(X)
 nb = ceil(n / {MLP_BATCH})
@@ -678,4 +675,4 @@ def workload(alg: Algorithm, size: str) -> Workload:
         group="algorithm", size=size, algorithm=alg.title, passes=alg.iters, single=True, rel_tol=ALG_REL_TOL,
         known_wrong=dict(alg.known_wrong),
         numpy_process=[sys.executable, str(Path(__file__).with_name("numpy_twin.py")), alg.key],
-        python_process=[sys.executable, str(Path(__file__).with_name("python_api.py")), alg.key])
+        python_process=[sys.executable, str(Path(__file__).with_name("python_api.py")), alg.key, str(alg.iters)])

@@ -23,9 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import algorithms  # noqa: E402
 
 
-def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], Callable[[], tuple]]) -> int:
-    """``KEY NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), then ``run`` called
-    (outside the timed region: it prepares what it runs) and what it returns called, timed."""
+def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], tuple]) -> int:
+    """``KEY NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), then ``run`` timed."""
     key, files = argv[0], dict(a.split("=", 1) for a in argv[1:])
     alg = next(a for a in algorithms.ALGORITHMS if a.key == key)
     arrays = {}
@@ -36,9 +35,8 @@ def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], Calla
             arrays[name] = sp.csr_array(sp.load_npz(path))
         else:
             arrays[name] = np.load(path)
-    job = run(alg, arrays)
     t0 = time.perf_counter_ns()
-    res = job()
+    res = run(alg, arrays)
     t1 = time.perf_counter_ns()
     print(f"T {t1 - t0}")
     for v in res:
@@ -47,7 +45,7 @@ def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], Calla
 
 
 def main(argv: list[str]) -> int:
-    return twin_main(argv, lambda alg, arrays: lambda: algorithms.run_numpy(alg, arrays))
+    return twin_main(argv, algorithms.run_numpy)
 
 
 if __name__ == "__main__":

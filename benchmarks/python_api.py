@@ -4,15 +4,17 @@ computation as its DML in ``algorithms.py``, statement for statement, its loops 
 compiled before the timed region and run by ``compute`` in it, as ``lafuse run`` compiles a script
 before the script's first ``time()``.
 
-    python benchmarks/python_api.py KEY NAME=PATH ...     (prints "T <ns>" and one "R <x>" per result)
+    python benchmarks/python_api.py KEY ITERS NAME=PATH ...   (prints "T <ns>" and one "R <x>" per result)
 
 as ``numpy_twin.py``: a process of its own, the algorithm timed after its inputs are read, so the
-suite's "lafuse-python" column is measured as its "lafuse" (DML) one.
+suite's "lafuse-python" column is measured as its "lafuse" (DML) one; the process imports lafuse,
+NumPy and ``steps.py`` (SciPy for a sparse input), as a user's script would.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,8 @@ import lafuse.api.run  # noqa: F401  (imported before the timed region, as `lafu
 import lafuse.runtime.interp  # noqa: F401  loaded before a script's first time())
 
 sys.path.insert(0, str(Path(__file__).parent))
-import algorithms as A  # noqa: E402
 import numpy as np  # noqa: E402  (after lafuse: see above)
-import numpy_twin  # noqa: E402
+import steps as A  # noqa: E402  (only the constants: no benchmark machinery, see steps.py)
 
 
 def _cg(G: Any, hessian: Callable[[Any], Any], steps: int) -> Any:
@@ -236,7 +237,25 @@ def compiled(key: str, arrays: dict, iters: int) -> Callable[[], tuple]:
 
 
 def main(argv: list[str]) -> int:
-    return numpy_twin.twin_main(argv, lambda alg, arrays: compiled(alg.key, arrays, alg.iters))
+    """``KEY ITERS NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), the algorithm
+    built and compiled, then run, timed (as ``numpy_twin.py``, without importing the suite)."""
+    key, iters, files = argv[0], int(argv[1]), dict(a.split("=", 1) for a in argv[2:])
+    arrays = {}
+    for name, path in files.items():
+        if path.endswith(".npz"):
+            import scipy.sparse as sp  # (a user's sparse input: as lafuse's read of one)
+
+            arrays[name] = sp.csr_array(sp.load_npz(path))
+        else:
+            arrays[name] = np.load(path)
+    job = compiled(key, arrays, iters)
+    t0 = time.perf_counter_ns()
+    res = job()
+    t1 = time.perf_counter_ns()
+    print(f"T {t1 - t0}")
+    for v in res:
+        print(f"R {float(v)!r}")
+    return 0
 
 
 if __name__ == "__main__":
