@@ -570,9 +570,11 @@ def python_api_section(doc: Doc, algos: list[dict[str, Any]]) -> None:
     if not rows:
         return
     doc.lines += ["", "## Python API against DML", "",
-                  "The algorithms written with `import lafuse as lf` (`benchmarks/python_api.py`: a Python loop "
-                  "persisting the model once an iteration, each iteration's script compiled once and reused) "
-                  "against the same algorithm in DML, both cost-based; seconds (median), and Python / DML.", ""]
+                  "The algorithms written with `import lafuse as lf` (`benchmarks/python_api.py`: statement for "
+                  "statement the DML, its loops staged with `lf.fori_loop`, so the DML's plans; built and "
+                  "compiled before the timed region, as `lafuse run` compiles a script before its first "
+                  "`time()`) against the same algorithm in DML, both cost-based, each one run in a process of "
+                  "its own; seconds (median), and Python / DML.", ""]
     doc.lines += table(["algorithm", "size", "Python API s", "DML s", "Python / DML", "check"], rows)
 
 
