@@ -13,35 +13,18 @@ suite reports both; ratios are to this one, measured as lafuse is.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
 import algorithms  # noqa: E402
+import steps  # noqa: E402
 
 
 def twin_main(argv: list[str], run: Callable[[algorithms.Algorithm, dict], tuple]) -> int:
     """``KEY NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), then ``run`` timed."""
-    key, files = argv[0], dict(a.split("=", 1) for a in argv[1:])
-    alg = next(a for a in algorithms.ALGORITHMS if a.key == key)
-    arrays = {}
-    for name, path in files.items():
-        if path.endswith(".npz"):
-            import scipy.sparse as sp
-
-            arrays[name] = sp.csr_array(sp.load_npz(path))
-        else:
-            arrays[name] = np.load(path)
-    t0 = time.perf_counter_ns()
-    res = run(alg, arrays)
-    t1 = time.perf_counter_ns()
-    print(f"T {t1 - t0}")
-    for v in res:
-        print(f"R {float(v)!r}")
-    return 0
+    alg = next(a for a in algorithms.ALGORITHMS if a.key == argv[0])
+    return steps.timed_process(argv[1:], lambda arrays: lambda: run(alg, arrays))
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,6 @@ NumPy and ``steps.py`` (SciPy for a sparse input), as a user's script would.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -237,25 +236,10 @@ def compiled(key: str, arrays: dict, iters: int) -> Callable[[], tuple]:
 
 
 def main(argv: list[str]) -> int:
-    """``KEY ITERS NAME=PATH ...``: the inputs read (``.npz``: SciPy CSR, else ``.npy``), the algorithm
-    built and compiled, then run, timed (as ``numpy_twin.py``, without importing the suite)."""
-    key, iters, files = argv[0], int(argv[1]), dict(a.split("=", 1) for a in argv[2:])
-    arrays = {}
-    for name, path in files.items():
-        if path.endswith(".npz"):
-            import scipy.sparse as sp  # (a user's sparse input: as lafuse's read of one)
-
-            arrays[name] = sp.csr_array(sp.load_npz(path))
-        else:
-            arrays[name] = np.load(path)
-    job = compiled(key, arrays, iters)
-    t0 = time.perf_counter_ns()
-    res = job()
-    t1 = time.perf_counter_ns()
-    print(f"T {t1 - t0}")
-    for v in res:
-        print(f"R {float(v)!r}")
-    return 0
+    """``KEY ITERS NAME=PATH ...``: the inputs read, the algorithm built and compiled, then run, timed
+    (as ``numpy_twin.py``, without importing the suite)."""
+    key, iters = argv[0], int(argv[1])
+    return A.timed_process(argv[2:], lambda arrays: compiled(key, arrays, iters))
 
 
 if __name__ == "__main__":
