@@ -1,8 +1,9 @@
 """The lazy Python API: ``import lafuse as lf``; ``lf.matrix(X) @ lf.matrix(Y)`` builds, ``.compute()``
 runs the whole expression through the compiler (docs/python.md).
 
-The pipeline's front end beside ``lang/``: expressions (``expr``, ``lazy``, ``indexing``) are emitted
-as one DML script (``emit``) and run by the same compiler and runtime (``run``).
+The pipeline's front end beside ``lang/``: expressions (``expr``, ``lazy``, ``indexing``) and staged
+loops and branches (``control``) are emitted as one DML script (``emit``) and run by the same
+compiler and runtime (``run``).
 """
 
 from __future__ import annotations

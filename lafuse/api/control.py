@@ -6,8 +6,8 @@ Why: a Python loop over lazy values either builds one expression of every iterat
 that grows with the iterations, compiled whole) or computes each iteration (``persist``: a plan
 boundary each iteration, and a compile for each distinct iteration). A staged loop is compiled once,
 its body one HOP DAG that the runtime recompiles when sizes change, as the same loop written in DML:
-the same plans (paper 001 §3 compiles a loop body once; dynamic recompilation handles what its
-sizes leave open).
+the same plans (paper 003 §2: a script's runtime plan holds one program block a loop body,
+recompiled at run time where its sizes are unknown).
 
 The rules are JAX's: the state is a value or a tuple, list or dict of them (lazy matrices and
 scalars, NumPy and SciPy arrays, Python numbers); a body returns state of the same structure and
