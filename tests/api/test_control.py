@@ -226,3 +226,18 @@ def test_an_input_read_inside_and_after_a_loop_is_bound_once():
     for _ in range(3):
         ref = ref @ Xn
     assert (W @ X).sum().compute() == pytest.approx((ref @ Xn).sum())
+
+
+def test_the_docs_loop_example_runs():
+    """docs/python.md's "Loops and branches" example, as written there (X, y, d defined first)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    section = text[text.index("## Loops and branches"):]
+    code = section[section.index("```python") + len("```python"):section.index("```\n", section.index("```python") + 9)]
+    rng = np.random.default_rng(6)
+    env = {"lf": lf, "X": lf.matrix(rng.random((50, 3))), "y": lf.matrix(rng.random((50, 1))), "d": 3}
+    exec(compile(code, "docs/python.md", "exec"), env)
+    w, k, w2 = lf.compute(env["w"], env["k"], env["w2"])
+    assert w.shape == (3, 1) and 1 <= k <= 100
+    np.testing.assert_array_equal(w2, w if k < 100 else np.zeros((3, 1)))
