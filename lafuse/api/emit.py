@@ -147,7 +147,7 @@ class _Emitter:
         base = f"lf_c{len(self.lines)}"
         self.names[id(n)] = base
         carried = [f"{base}_{j}" for j in range(len(body.carries))]
-        inits = n.args[2:] if lp.kind == "for" else n.args
+        inits = n.args[2:] if lp.kind == "for" else n.args  # (free values follow: zip stops at the state)
         for var, c, init in zip(carried, body.carries, inits):
             assert init is not None
             self.put(n, f"{indent}{var} = {self.ref(init)}")

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lafuse import config as cfgmod
-
 
 class Picture:
     """A plan picture: ``source`` (DOT); shown as SVG in Jupyter; ``save(path)`` by the file's suffix."""
@@ -45,12 +43,12 @@ def picture(values: list[Any], until: str = "plan") -> Picture:
     """The plan of computing ``values`` together: HOP DAGs for a program stage (``until`` up to
     "sizes"), the physical plan with fused operators as clusters from "fuse" on."""
     from lafuse.api.emit import emit
-    from lafuse.api.run import compiled
+    from lafuse.api.run import compile_script
     from lafuse.explain import program_graph
     from lafuse.stages import STAGES
 
     if until not in STAGES or until == "parse":
         raise ValueError(f"until must be one of {', '.join(s for s in STAGES if s != 'parse')}, not {until!r}")
     script = emit([v.node for v in values])
-    comp, prog = compiled(script, cfgmod.get(), None)
+    comp, prog = compile_script(script)
     return Picture(program_graph(prog, until, comp, "lafuse plan"))

@@ -87,7 +87,8 @@ def _key(script: Script, cfg: cfgmod.Config) -> tuple | None:
 
 
 def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
-    """(compiler, program) of ``script``: the one compiled for the same key before, else new."""
+    """(compiler, program) of ``script``: the one compiled for the same key before, else new (its
+    compiler recording into ``stats``; a run sets the statistics it records into: ``_run``)."""
     from lafuse.compiler import Compiler
     from lafuse.runtime.values import is_matrix, nnz
 
@@ -98,7 +99,6 @@ def compiled(script: Script, cfg: cfgmod.Config, stats: Any) -> tuple[Any, Any]:
     got = _PROGRAMS.get(key) if key is not None else None
     if got is not None and key is not None:
         _PROGRAMS.move_to_end(key)
-        got[0].stats = stats
         return got
     _launch(script.text, cfg)
     comp = Compiler(cfg, stats=stats)
@@ -114,7 +114,6 @@ def _run(script: Script, program: tuple[Any, Any] | None = None) -> dict[str, An
     """The script's outputs by variable (``program``: its compiled (compiler, program), else the one
     ``compiled`` finds or makes)."""
     from lafuse.plan.instructions import DASK
-    from lafuse.runtime import deepstack
     from lafuse.runtime.interp import Interpreter
     from lafuse.threads import blas_limited
 
@@ -127,8 +126,7 @@ def _run(script: Script, program: tuple[Any, Any] | None = None) -> dict[str, An
 
     def go() -> dict[str, Any]:
         comp, prog = compiled(script, cfg, stats) if program is None else program
-        if program is not None:
-            comp.stats = stats
+        comp.stats = stats
         with blas_limited(cfg.threads):
             st = Interpreter(prog, comp, out=sys.stdout, stats=stats).run(dict(script.bound))
         if stats is not None:
@@ -136,12 +134,26 @@ def _run(script: Script, program: tuple[Any, Any] | None = None) -> dict[str, An
         return {k: comp.backends[DASK].collect(st[k]) for k in script.outputs if k in st}
 
     try:
-        got = deepstack.call(go)
-    except DMLError as e:
-        raise relocate(e, script) from None
+        return _deep(script, go)
     finally:
         _LAST[0] = stats
-    return got
+
+
+def _deep(script: Script, fn: Any) -> Any:
+    """``fn()`` on a deep thread (``runtime.deepstack``: the compiler and interpreter recurse), a
+    lafuse error it raises located at the Python line of the script's failing node."""
+    from lafuse.runtime import deepstack
+
+    try:
+        return deepstack.call(fn)
+    except DMLError as e:
+        raise relocate(e, script) from None
+
+
+def compile_script(script: Script) -> tuple[Any, Any]:
+    """(compiler, program) of ``script`` under the current config (``compiled``), on a deep thread."""
+    cfg = cfgmod.get()
+    return _deep(script, lambda: compiled(script, cfg, None))
 
 
 def relocate(e: DMLError, script: Script) -> DMLError:
@@ -189,12 +201,7 @@ class Compiled:
 
         self._values = values
         self._script = emit([v.node for v in values if isinstance(v, Expr)])
-        from lafuse.runtime import deepstack
-
-        try:
-            self._program = deepstack.call(lambda: compiled(self._script, cfgmod.get(), None))
-        except DMLError as e:
-            raise relocate(e, self._script) from None
+        self._program = compile_script(self._script)
 
     @property
     def dml(self) -> str:

@@ -61,9 +61,23 @@ def _parse(raw: Any) -> dict[str, int]:
     return {str(k): v for k, v in raw.items()}
 
 
+_READ: dict[str, Any] = {}  # the file's counts as last parsed: "at" (path, mtime, size) -> "counts"
+
+
 def _read() -> dict[str, int]:
-    """The file's counts (a corrupt file is deleted with a warning: observed.read_feedback)."""
-    return read_feedback(cache_path(FILE), _parse) or {}
+    """The file's counts (a corrupt file is deleted with a warning: observed.read_feedback), parsed
+    again only when the file changed: the Python API asks at every new script it compiles."""
+    path = cache_path(FILE)
+    try:
+        st = path.stat()
+        at: Any = (str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        at = None
+    if at is not None and _READ.get("at") == at:
+        return _READ["counts"]  # type: ignore[no-any-return]  # (callers only read it)
+    counts = read_feedback(path, _parse) or {}
+    _READ.update(at=at, counts=counts)
+    return counts
 
 
 def wanted(text: str, policy: str) -> bool:
@@ -72,11 +86,11 @@ def wanted(text: str, policy: str) -> bool:
     return _read().get(_key(text, policy), 0) > 0
 
 
-def record(text: str, counts: dict[str, int]) -> None:
-    """Remember what this run of the script used, by record name (a fusion policy: its kernels;
-    SPARSE: 1 if it used sparse matrices), atomically; the newest entries win."""
+def record(texts: list[str], counts: dict[str, int]) -> None:
+    """Remember what this run of the scripts used, by record name (a fusion policy: its kernels;
+    SPARSE: 1 if it used sparse matrices), atomically, in one write; the newest entries win."""
     old = _read()
-    new = {_key(text, name): int(n) for name, n in counts.items()}
+    new = {_key(text, name): int(n) for text in texts for name, n in counts.items()}
     if all(old.get(k) == v for k, v in new.items()):
         return
     data = {k: v for k, v in old.items() if k not in new}

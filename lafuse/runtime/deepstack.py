@@ -123,10 +123,10 @@ def _leave() -> None:
 
 class _Worker:
     """A deep thread kept for later calls. Why not a thread a call: each compute of the Python API is
-    a call, and a new thread's first matrix operations pay for what a thread sets up on first use
-    (its own malloc arena, whose freed blocks later operations reuse; OpenBLAS's buffers): GLM
-    5000 x 100, five iterations, ran in 24-41 ms on a fresh thread, 15-16 ms inline (single runs,
-    fresh processes), where ``lafuse run`` runs compile and run on one deep thread."""
+    a call, and its matrix operations ran slower on a new thread than inline or on a reused one (GLM
+    5000 x 100, five iterations, single runs in fresh processes: 24-41 ms on a fresh thread, 15-19
+    ms on a reused one, 15-16 ms inline); what a thread sets up on first use (a malloc arena, for
+    one) is the likely cost, not measured apart."""
 
     def __init__(self) -> None:
         self.job: Callable[[], None] | None = None

@@ -106,8 +106,7 @@ def record_kernels_used(texts: list[str], cfg: Any) -> None:
         used = set(codegen.cache_stats()["per_kernel"]) if codegen is not None else set()
         counts[policy] = len(used - (fusion.ON_PRESTART if fusion is not None else set()))
     try:
-        for text in texts:
-            prestart.record(text, counts)
+        prestart.record(texts, counts)
     except OSError as e:  # e.g. a read-only cache directory: the run itself succeeded
         print(f"lafuse: warning: kernels used by this run not recorded: {e}", file=sys.stderr)
     prestart.join()
