@@ -181,3 +181,24 @@ def test_library_functions_from_python_equal_dml():
     got = lf.compute(C, Y)
     _same(got[0], wc["C"], "kmeans C")
     _same(got[1], wc["Y"], "kmeans Y")
+
+
+def test_no_lafuse_module_hides_a_builtin():
+    """``lf.<name>`` reaches a builtin unless ``lafuse.<name>`` is a module (a subpackage not imported
+    yet is not looked up as a builtin): no module may take a builtin's name."""
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(lf.__path__)}
+    assert not modules & (set(B.SPECS) | set(library_names()))
+
+
+def test_importing_a_subpackage_does_not_load_the_api():
+    """``from lafuse import fusion`` (the compiler's deferred imports) asks the package's ``__getattr__``
+    first; it must not import the Python API for it (``lafuse run`` does not load the API)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, lafuse; from lafuse import fusion, codegen; "
+            "print('lafuse.api' in sys.modules, fusion.__name__, codegen.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "lafuse.fusion", "lafuse.codegen"]

@@ -162,6 +162,39 @@ def test_compile_ahead_then_run():
     assert c.compute()[0] == a  # runs again
 
 
+def test_compile_plans_the_leading_blocks_as_the_run_would():
+    """lf.compile plans the blocks a run starts with that read only inputs (api.run.plan_ahead): the
+    plan is the one the interpreter makes for that block at run time, and the run uses it."""
+    from lafuse.compiler import Compiler
+    from lafuse.plan.render import explain_plan
+    from lafuse.runtime.interp import Interpreter
+
+    rng = np.random.default_rng(5)
+    Xn, Yn = rng.random((50, 8)), rng.random((50, 8))
+    X, Y = lf.matrix(Xn), lf.matrix(Yn)
+    first = (X * Y * (X + 1)).sum()  # a fused cell operator under fuse-all
+    total = lf.fori_loop(0, 3, lambda i, s: s + first * (X * i).sum(), 0.0)
+    with lf.config(fusion="fuse-all", stats=True):
+        c = lf.compile(total)
+        blocks = c._program[1].blocks
+        assert blocks[0].plan is not None  # planned at compile
+        assert all(b.plan is None for b in blocks[1:] if hasattr(b, "plan"))  # (reads a loop's state)
+        ahead = explain_plan(blocks[0].plan)
+        (got,) = c.compute()
+        st = lf.last_stats()
+        # the same script compiled without planning ahead: its interpreter plans the block at run time
+        script = c._script
+        comp = Compiler(c._program[0].cfg)
+        prog = comp.compile_text(script.text, "<test>", script.bound, tuple(script.outputs),
+                                 input_nnz=script.nnz)
+        assert prog.blocks[0].plan is None
+        Interpreter(prog, comp).run(dict(script.bound))
+    assert explain_plan(prog.blocks[0].plan) == ahead
+    want = (Xn * Yn * (Xn + 1)).sum() * sum((Xn * i).sum() for i in range(3))
+    assert got == pytest.approx(want, rel=1e-12)
+    assert st is not None and sum(i.runs for i in st.ran if i.opcode == "spoofCell") >= 1
+
+
 def test_a_value_built_in_a_body_is_not_a_value_outside_it():
     X = lf.matrix(np.ones((3, 3)))
     kept = []
