@@ -88,6 +88,14 @@ def prestart_at_launch(text: str, cfg: Any) -> None:
         prestart.start()
 
 
+def prestart_wait() -> None:
+    """Wait for the background start begun at launch, if any (``lf.compile``: a program compiled ahead
+    is ready to run, the imports its run needs done, not running beside it)."""
+    prestart = sys.modules.get("lafuse.feedback.prestart")
+    if prestart is not None:
+        prestart.join()
+
+
 def record_kernels_used(texts: list[str], cfg: Any) -> None:
     """Remember whether this process used kernels and sparse matrices, for each script it ran, so their
     next runs start Numba and SciPy's sparse module at launch (feedback.prestart); wait for a background
