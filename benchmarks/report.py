@@ -574,7 +574,9 @@ def python_api_section(doc: Doc, algos: list[dict[str, Any]]) -> None:
                   "statement the DML, its loops staged with `lf.fori_loop`, so the DML's plans; built and "
                   "compiled before the timed region, as `lafuse run` compiles a script before its first "
                   "`time()`) against the same algorithm in DML, both cost-based, each one run in a process of "
-                  "its own; seconds (median), and Python / DML.", ""]
+                  "its own; seconds (median), and Python / DML. `lf.compile` also waits for the background import "
+                  "the script's last run needed (SciPy's sparse module, Numba), which a DML run's timed region "
+                  "may begin with: KMeans and PNMF are faster from Python for that.", ""]
     doc.lines += table(["algorithm", "size", "Python API s", "DML s", "Python / DML", "check"], rows)
 
 
