@@ -117,8 +117,9 @@ def plan_ahead(comp: Any, prog: Any, bound: dict[str, Any], cfg: cfgmod.Config) 
     inputs: the interpreter binds a block's plan when it has one), and the fusion optimizer is
     imported when some block may be fused (``compiler.fusion_cannot_pay``). Why: ``lafuse run`` gets
     both before a script's first ``time()``, planning its ``read`` statements; a Python script has
-    none, so its first compute paid them, measured on the benchmark's L2SVM at 10^4 x 100 (fresh
-    processes, medians of 8): 21.0 ms against the DML's 13.9, 16.7 with the import done at compile."""
+    none, so its first compute paid them, measured on the benchmark's L2SVM at 10^4 x 100 (alternating
+    fresh processes, medians of 8): 21.0 ms against the DML's 13.9; 16.7 with the import done at
+    compile; 13.8 against 12.9 with the first block planned too."""
     from lafuse.compiler import fusion_cannot_pay
     from lafuse.hops.program import GenericBlock, iter_blocks
 
