@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo and not {"startup", "distributed", "cuboid", "sumproduct"} & (only or set()):
+    if not todo and not {"startup", "distributed", "cuboid", "sumproduct", "layout"} & (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -225,6 +225,15 @@ def main(argv: list[str] | None = None) -> int:
             report["cuboid"] = cuboid_model.measure()
         console.print(f"cuboid search: {report['cuboid']['search']['search_s'] * 1e3:.2f} ms against "
                       f"{report['cuboid']['search']['brute_force_s']:.2f} s brute force")
+    if only is None or "layout" in only:
+        import layout_search
+
+        with console.status("format choice (paper 002): DP and brute-force search times") as status:
+            report["layout"] = layout_search.measure(brute=("block",) if a.quick else layout_search.BRUTE_KINDS,
+                                                     progress=lambda msg: status.update(f"layout: {msg}"))
+        for r in report["layout"]:
+            if r["scale"] in (1, 4):
+                console.print(layout_search.summary_line(r))
     if only is None or "sumproduct" in only:
         import sumproduct
 
