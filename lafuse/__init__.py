@@ -32,19 +32,23 @@ __all__ = ["config", "run_dml", *sorted(_API)]
 
 def __getattr__(name: str) -> _Any:
     """The Python API's names, and ``lf.<builtin>``: imported on first use (``lafuse run`` does not
-    load the API)."""
+    load the API), then kept as the module's attributes (a later ``lf.exp`` does not come here)."""
     import importlib
     import importlib.util
 
-    if name.startswith("__") or name == "api" or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+    if name.startswith("__") or name == "api":
+        raise AttributeError(name)
+    if name in _API:
+        value = getattr(importlib.import_module("lafuse.api"), name)
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
         # a subpackage not imported yet: ``from lafuse import fusion`` asks here before importing it,
         # and looking it up as a builtin would import the whole API (6 ms inside ``lafuse run``)
         raise AttributeError(name)
-
-    if name in _API:
-        return getattr(importlib.import_module("lafuse.api"), name)
-    try:
-        return importlib.import_module("lafuse.api.functions").lookup(name)
-    except AttributeError:
-        raise AttributeError(f"module 'lafuse' has no attribute '{name}' (no DML builtin or library "
-                             f"function of that name)") from None
+    else:
+        try:
+            value = importlib.import_module("lafuse.api.functions").lookup(name)
+        except AttributeError:
+            raise AttributeError(f"module 'lafuse' has no attribute '{name}' (no DML builtin or library "
+                                 f"function of that name)") from None
+    globals()[name] = value
+    return value
