@@ -52,6 +52,11 @@ run slower. What each field counts, exactly:
   loopback (as lafuse starts one) fetches from the other for a task: its bytes over the task's
   round trip, the best of three after a warm-up; the network bandwidth of paper 004's cuboid cost
   (lafuse.cost.cuboid). Not measured when quick (starting a cluster takes seconds).
+* ``fitted``: a cost function per local implementation of the format optimizer (``cost.fit.LOCAL_IMPLS``:
+  dense and CSR products, conversions, transposes), fitted (cost.fit: non-negative, relative least
+  squares over FLOPs, bytes and calls; paper 002 §7) to the best of 2 (quick) or 4 timings of each at
+  5 (quick) or 8 shapes, CSR at densities 1%, 5% and 20%; ``--show`` states each fit's R² and median
+  relative error.
 * ``threads``: the BLAS thread count (via threadpoolctl when installed), else the CPUs this process
   may run on. Only ``blas_flops`` uses several threads; the other rates are single-threaded.
 """
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 import io
 import math
+import operator
 import os
 import re
 import statistics
@@ -69,6 +75,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import date
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -76,6 +83,7 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler
 from lafuse.cost import constants as K
+from lafuse.cost.fit import LOCAL_IMPLS, LinearCost, fit, local_features
 from lafuse.cost.profile import HardwareProfile
 from lafuse.runtime.interp import Interpreter
 from lafuse.runtime.io import read_value, write_value
@@ -188,6 +196,39 @@ def _sparse(quick: bool) -> float:
     t_mv = _best(lambda: a @ v, reps)
     t_cs = _best(lambda: a.sum(axis=0), reps)
     return 2.0 * nnz / (t_mv + t_cs)
+
+
+def _format_costs(quick: bool) -> tuple[tuple[str, LinearCost], ...]:
+    """Runs of each local implementation at several shapes and densities, and the cost function fitted
+    to them (cost.fit, paper 002 §7: its features are FLOPs, bytes and calls), for the format
+    optimizer (plan.layout) to price dense and CSR forms against each other."""
+    import scipy.sparse as sp  # deferred: SciPy, only for the sparse measurements
+
+    rng = np.random.default_rng(7)
+    shapes = [(200, 200, 200), (600, 300, 40), (1500, 500, 20), (300, 1200, 300), (2000, 200, 100)]
+    if not quick:
+        shapes += [(1000, 1000, 200), (4000, 400, 50), (500, 2000, 500)]
+    densities = (0.01, 0.05, 0.2)
+    runs: dict[str, list[tuple[tuple[float, ...], float]]] = {name: [] for name in LOCAL_IMPLS}
+    reps = 2 if quick else 4
+    for m, k, n in shapes:
+        a, b = rng.random((m, k)), rng.random((k, n))
+        runs["mm-dense-dense"].append((local_features("mm-dense-dense", m, k, n, 0),
+                                       _best(partial(operator.matmul, a, b), reps)))
+        runs["transpose-dense"].append((local_features("transpose-dense", m, k, 0, 0),
+                                        _best(partial(np.ascontiguousarray, a.T), reps)))
+        for d in densities:
+            s_a = sp.random_array((m, k), density=d, format="csr", rng=rng)
+            s_b = sp.random_array((k, n), density=d, format="csr", rng=rng)
+            nnz_a, nnz_b = float(s_a.nnz), float(s_b.nnz)
+            timed = (("mm-csr-dense", partial(operator.matmul, s_a, b), nnz_a),
+                     ("mm-dense-csr", partial(operator.matmul, a, s_b), nnz_b),
+                     ("to-csr", partial(sp.csr_array, s_a.toarray()), nnz_a),
+                     ("to-dense", s_a.toarray, nnz_a),
+                     ("transpose-csr", s_a.T.tocsr, nnz_a))  # (.T: a CSC view; tocsr does the work)
+            for name, fn, nz in timed:
+                runs[name].append((local_features(name, m, k, n, nz), _best(fn, reps)))
+    return tuple((name, fit([f for f, _ in rs], [t for _, t in rs])) for name, rs in sorted(runs.items()))
 
 
 def _seconds_per_instruction(text: str, reps: int) -> float:
@@ -345,7 +386,7 @@ def _local_worker_transfer() -> float | None:
 def calibrate(quick: bool = False, progress: Progress | None = None) -> HardwareProfile:
     """Measure this machine (a few seconds; ``quick`` trades accuracy for well under 3 s)."""
     steps = ["memory bandwidth", "BLAS matrix multiply", "element-wise and exp", "sparse traversal",
-             "interpreter overhead", "lafuse kernels", "csv read/write", "binary read"]
+             "interpreter overhead", "lafuse kernels", "csv read/write", "binary read", "format implementations"]
     if not quick:
         steps += ["Numba start-up", "Dask worker-to-worker transfer"]
     done = 0
@@ -378,13 +419,15 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
         r["csv_read_rate"], r["csv_write_rate"] = _csv(quick, tmp)
         step(steps[7])
         r["binary_read_bw"] = _binary(quick, tmp)
+        step(steps[8])
+        fitted = _format_costs(quick)
         if not quick:
-            step(steps[8])
+            step(steps[9])
             start = _numba_start(tmp)
             if start is not None:
                 r["numba_import_time"], r["numba_first_load"] = start
     if not quick:
-        step(steps[9])
+        step(steps[10])
         net = _local_worker_transfer()
         if net is not None:
             r["net_bw"] = net
@@ -395,4 +438,5 @@ def calibrate(quick: bool = False, progress: Progress | None = None) -> Hardware
         codegen_compile_time=K.DEFAULT_CODEGEN_COMPILE_TIME,  # measuring would cost a cold Numba compile
         threads=_threads(),
         source=f"calibrated {date.today().isoformat()}",
+        fitted=fitted,
     )

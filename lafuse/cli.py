@@ -470,6 +470,24 @@ def _profile_table(prof: Any, title: str) -> Any:
     return t
 
 
+def _fitted_table(prof: Any) -> Any:
+    """The fitted cost functions of the local implementations (cost.fit) and how well each fits."""
+    # deferred: rich (~10 ms), only for this subcommand
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="fitted costs of the format optimizer's local implementations (paper 002 §7)",
+              caption="seconds = s/FLOP x FLOPs + s/byte x bytes + s/call; R² and the median relative error "
+                      "(rel. err.) of the fit on the runs it was fitted to", box=box.SIMPLE_HEAD)
+    for col in ("implementation", "runs", "R²", "rel. err.", "s/FLOP", "s/byte", "s/call"):
+        t.add_column(col, justify="left" if col == "implementation" else "right", no_wrap=True)
+    for name, f in prof.fitted:
+        flop, _net, byte, call = f.coef
+        t.add_row(name, str(f.samples), f"{f.r2:.3f}", f"{f.median_rel_error:.0%}", f"{flop:.3g}", f"{byte:.3g}",
+                  f"{call:.3g}")
+    return t
+
+
 def _calibrate(ns: argparse.Namespace) -> int:
     from rich.console import Console  # deferred: rich (~10 ms), only for this subcommand
 
@@ -479,7 +497,13 @@ def _calibrate(ns: argparse.Namespace) -> int:
     out = Console(highlight=False)
     if ns.show:
         state = "" if path.is_file() else " (no file: built-in defaults)"
-        out.print(_profile_table(profile.load(path), "lafuse hardware profile"))
+        shown = profile.load(path)
+        out.print(_profile_table(shown, "lafuse hardware profile"))
+        if shown.fitted:
+            out.print(_fitted_table(shown))
+        else:
+            out.print("fitted costs: none (the analytical model prices the format optimizer's implementations; "
+                      "`lafuse calibrate` fits them)", markup=False)
         out.print(f"profile: {path}{state}", markup=False, emoji=False, soft_wrap=True)
         return 0
     # deferred: rich, only for calibrate's progress
@@ -505,6 +529,8 @@ def _calibrate(ns: argparse.Namespace) -> int:
         return 1
     out.print(_profile_table(prof, f"lafuse hardware profile ({time.perf_counter() - t0:.1f} s"
                                    f"{', quick' if ns.quick else ''})"))
+    if prof.fitted:
+        out.print(_fitted_table(prof))
     out.print(f"saved to {saved}", markup=False, emoji=False, soft_wrap=True)
     return 0
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from lafuse.config import profile_path
 from lafuse.cost import constants as K
+from lafuse.cost.fit import LinearCost
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,17 @@ class HardwareProfile:
     net_bw: float = K.DEFAULT_NET_BW  # bytes/s, a block between two Dask workers (the cuboid operators' Bn)
     threads: int = 1  # cores the rates were measured with
     source: str = "default"  # "default" or "calibrated <ISO date>"
+    # cost functions fitted to measured runs of the local implementations (cost.fit, paper 002 §7),
+    # by implementation name; an implementation not here is costed by the analytical model
+    fitted: tuple[tuple[str, LinearCost], ...] = ()
+
+    def fitted_cost(self, impl: str) -> LinearCost | None:
+        return dict(self.fitted).get(impl)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        data = asdict(self)
+        data["fitted"] = {name: f.to_dict() for name, f in self.fitted}
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @staticmethod
     def from_dict(data: Any) -> HardwareProfile:
@@ -61,7 +70,18 @@ class HardwareProfile:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown hardware profile keys {unknown}; known: {sorted(names)}")
+        data = dict(data)
+        if "fitted" in data:
+            raw = data["fitted"]
+            if not isinstance(raw, dict):
+                raise ValueError(f"fitted is {json.dumps(raw)}, not an object of fitted costs by implementation")
+            try:
+                data["fitted"] = tuple(sorted((str(k), LinearCost.from_dict(v)) for k, v in raw.items()))
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError(f"fitted: {e}") from None
         for k, v in data.items():
+            if k == "fitted":
+                continue
             if k == "source":
                 ok = isinstance(v, str)
             elif k == "threads":

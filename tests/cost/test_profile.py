@@ -122,6 +122,14 @@ def test_quick_calibration_gives_sane_rates():
     prof = calibrate(quick=True, progress=lambda name, done, total: steps.append((name, done, total)))
     check_sane(prof)
     assert HardwareProfile.from_dict(json.loads(prof.to_json())) == prof
+    # the format optimizer's local implementations, each fitted to its runs (paper 002 §7)
+    from lafuse.cost.fit import LOCAL_IMPLS, local_features
+
+    assert [name for name, _ in prof.fitted] == sorted(LOCAL_IMPLS)
+    for name, f in prof.fitted:
+        assert f.samples >= 5 and math.isfinite(f.r2) and 0 <= f.median_rel_error < 10, (name, f)
+        assert all(c >= 0 for c in f.coef) and f.coef[1] == 0.0  # (local: no network bytes)
+        assert 0 < f.predict(local_features(name, 1000, 1000, 100, 1e4)) < 10, name
     dones = [d for _, d, _ in steps]
     assert dones == sorted(dones) and dones[0] == 0 and dones[-1] == steps[-1][2]
 
@@ -160,6 +168,7 @@ def test_cli_calibrate_quick_writes_a_loadable_profile(tmp_path: Path, isolated_
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "calibrated" in r.stdout and "blas_flops" in r.stdout
+    assert "fitted costs" in r.stdout and "R²" in r.stdout and "mm-csr-dense" in r.stdout
 
 
 def test_cli_show_without_a_file_prints_defaults(isolated_profile: Path):
@@ -167,4 +176,24 @@ def test_cli_show_without_a_file_prints_defaults(isolated_profile: Path):
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "default" in r.stdout and "no file" in r.stdout
+    assert "fitted costs: none" in r.stdout
     assert not isolated_profile.exists()
+
+
+def test_fitted_costs_in_a_profile_file_are_checked():
+    """The fitted costs round-trip through the file; a file without them (older) still loads; a bad
+    entry is refused with the reason (load ignores such a file with a warning, as for a bad rate)."""
+    from lafuse.cost.fit import LinearCost
+
+    f = LinearCost((1e-10, 0.0, 2e-11, 1e-6), 0.99, 0.05, 12)
+    prof = HardwareProfile(fitted=(("mm-dense-dense", f),))
+    assert HardwareProfile.from_dict(json.loads(prof.to_json())) == prof
+    assert prof.fitted_cost("mm-dense-dense") == f and prof.fitted_cost("to-csr") is None
+    assert HardwareProfile.from_dict({"blas_flops": 1e10}).fitted == ()
+    with pytest.raises(ValueError, match="not an object of fitted costs"):
+        HardwareProfile.from_dict({"fitted": [1, 2]})
+    with pytest.raises(ValueError, match="fitted: .*non-negative"):
+        HardwareProfile.from_dict({"fitted": {"x": {"coef": [-1.0], "r2": 1.0, "median_rel_error": 0.0,
+                                                    "samples": 3}}})
+    with pytest.raises(ValueError, match="fitted: not a fitted cost"):
+        HardwareProfile.from_dict({"fitted": {"x": {"coef": [1.0]}}})
