@@ -171,6 +171,24 @@ def test_errors_say_what_is_wrong():
         Problem(bad, cat)
     with pytest.raises(ValueError, match="not yet in the graph"):
         Graph().add("u", M, 3)
+    long = Graph()
+    v = long.source(M, "f0")
+    for _ in range(65):
+        v = long.add("u", M, v)
+    with pytest.raises(ValueError, match="brute force is for tiny graphs"):
+        brute_force(Problem(long, cat))
+    assert tree_dp(Problem(long, cat)).cost == 65.0 == frontier_dp(Problem(long, cat)).cost
+    # a frontier of many results that share an ancestor, over many formats: a clear refusal, not memory
+    fmts16 = tuple(f"f{i}" for i in range(16))
+    wide = Catalogue(fmts16, (Impl("u-any", "u", 1, lambda ms, n, m: n[0], lambda ms, n, m: 1.0),
+                              Impl("b-any", "b", 2, lambda ms, n, m: n[0], lambda ms, n, m: 1.0)), ())
+    star = Graph()
+    s0 = star.source(M, "f0")
+    leaves = [star.add("u", M, s0) for _ in range(6)]
+    star.add("b", M, star.add("b", M, leaves[0], leaves[1]), leaves[2])
+    star.add("b", M, star.add("b", M, leaves[3], leaves[4]), leaves[5])
+    with pytest.raises(ValueError, match="too entangled for the frontier DP"):
+        frontier_dp(Problem(star, wide))
 
 
 def test_a_chain_of_transformations_beats_a_dear_direct_one():

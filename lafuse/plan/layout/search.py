@@ -18,6 +18,7 @@ import numpy as np
 
 from lafuse.plan.layout.graph import INF, Annotation, Problem
 
+MAX_BRUTE_OPERATIONS = 64  # brute force's recursion is one level per operation (and its time exponential)
 MAX_JOINT_CELLS = 1 << 24  # cells of one frontier step's joint table (P ** vertices): ~134 MB of float64
 
 
@@ -33,6 +34,9 @@ def brute_force(pb: Problem) -> Annotation:
     Exponential: for tests and tiny graphs."""
     g = pb.graph
     ops = g.operations()
+    if len(ops) > MAX_BRUTE_OPERATIONS:
+        raise ValueError(f"brute force is for tiny graphs: {len(ops)} operations (at most "
+                         f"{MAX_BRUTE_OPERATIONS}); use optimize")
     fmt = pb.source_formats()
     memo: dict[tuple, float] = {}  # by the vertex's signature: the paper's graphs repeat one product
     sig = {v: (g.vertices[v].op, tuple(g.vertices[a].m for a in g.vertices[v].args), g.vertices[v].m) for v in ops}
