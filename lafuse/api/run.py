@@ -229,7 +229,7 @@ class Compiled:
         from lafuse.runtime import handoff
 
         # the background start of the imports the run needs (SciPy's sparse module, Numba) ends here:
-        # measured, KMeans 10^4 x 100 compiled then run at once, it was still importing SciPy's sparse
+        # measured, KMeans 10^4 x 50 compiled then run at once: it was still importing SciPy's sparse
         # module (0.2 s, at a lowered switch interval) when the run began
         handoff.prestart_wait()
 
