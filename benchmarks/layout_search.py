@@ -36,9 +36,9 @@ BRUTE_KINDS = ("block", "strip")  # brute force at scale 1 here (the paper's too
 
 
 def measure(scales: tuple[int, ...] = (1, 2, 3, 4), reps: int = 3, brute: tuple[str, ...] = BRUTE_KINDS,
-            progress: Any = None) -> list[dict[str, Any]]:
+            progress: Any = None, kinds: tuple[str, ...] = ("all", "strip", "block")) -> list[dict[str, Any]]:
     rows = []
-    for kind in ("all", "strip", "block"):
+    for kind in kinds:
         cat = catalogue(kind)
         for shape in ("tree", "dag1", "dag2"):
             for scale in scales:

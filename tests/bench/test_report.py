@@ -233,3 +233,23 @@ def test_cuboid_section_is_labelled_model_output(tmp_path: Path) -> None:
     assert "1.70 ms" in sec and "3.80 s" in sec and "same choice (7,3,5): yes" in sec and "model output" in sec
     assert "| n x 2K x n, n=100K | 8 | (8,6,2) | (8,6,2) | 307 | 320 | 22.6 |" in sec
     assert "| n x 2K x n, n=500K | 8 | (8,6,2) | (8,6,2) |" in sec and "16.0 (over 10) |" in sec
+
+
+def test_layout_section_sets_the_searches_beside_the_paper(tmp_path: Path) -> None:
+    """The format-choice searches' times (benchmarks/layout_search.py, a real measure() at scale 1-2
+    on the smallest format set): the paper's Fig. 13 figures beside ours, brute force equal to the DP,
+    "Fail" where the paper's brute force did not finish."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import layout_search
+
+    rows = layout_search.measure(scales=(1, 2), reps=1, brute=("block",), kinds=("block",))
+    assert all(r["equal"] for r in rows if "brute_s" in r) and sum("brute_s" in r for r in rows) == 3
+    data = synthetic()
+    data["layout"] = rows
+    md = run(tmp_path, data)[0]
+    sec = [v for k, v in sections(md).items() if k.startswith("Format choice")][0]
+    assert "model only" in sec
+    assert "| block (10) | dag2 | 1 |" in sec and "| 0:28 | yes |" in sec
+    assert "| block (10) | tree | 2 |" in sec and "| - | Fail | - |" in sec
