@@ -6,6 +6,8 @@ Fig. 13 (single/tiles 10, + strips 16, all in dense and CSR blocks 32): the time
 needs (the tree DP for Tree, the frontier DP for DAG1 and DAG2, median of 3) and of brute force at
 scale 1 (skipped where the paper's own took over 20 minutes; its "Fail" beyond scale 1). Both
 searches are exact, so the costs must agree where both ran. Model output: nothing runs on a cluster.
+Run alone, it also prints the plan chosen for DAG2 at scale 1 (each product's implementation, formats,
+transformations, cost and runner-up).
 
     .venv/bin/python benchmarks/layout_search.py
 """
@@ -17,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from lafuse.plan.layout import Problem, brute_force, optimize
+from lafuse.plan.layout import Problem, brute_force, explain, optimize, render
 from lafuse.plan.layout.blocked import catalogue, chain_graph
 
 # paper 002 Fig. 13, seconds (MM:SS), by (format set, shape, scale): (DP, brute force or None = "Fail")
@@ -72,4 +74,8 @@ def summary_line(r: dict[str, Any]) -> str:
 if __name__ == "__main__":
     for row in measure():
         print(summary_line(row))
+    pb = Problem(chain_graph("dag2", 1), catalogue("all"))
+    ann = optimize(pb)
+    print(f"\nthe plan of DAG2 at scale 1 over all 32 formats (cost {ann.cost:.4g} s, model):")
+    print(render(explain(pb, ann)))
     sys.exit(0)

@@ -19,8 +19,10 @@ from lafuse.plan.layout import (
     Problem,
     Transform,
     brute_force,
+    explain,
     frontier_dp,
     optimize,
+    render,
     tree_dp,
 )
 from lafuse.plan.layout.blocked import Cluster, catalogue, chain_graph, formats
@@ -202,3 +204,38 @@ def test_a_chain_of_transformations_beats_a_dear_direct_one():
     pb = Problem(g, Catalogue(fmts, (impl,), ts))
     ann = optimize(pb)
     assert ann.cost == 2.5 and ann.transforms[(1, 0)] == ("ab", "bc")
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_explained_rows_add_up_and_runners_up_cost_no_less(seed):
+    """Each operation's row: its cost from the catalogue, the rows summing to the plan's cost; the
+    runner-up a different implementation whose best plan costs no less (exactly: brute force with the
+    chosen implementation banned agrees)."""
+    pb = _random_problem(seed, tree=seed % 2 == 0)
+    ann = optimize(pb)
+    if not ann.feasible:
+        return
+    rows = explain(pb, ann)
+    assert math.isclose(sum(r.cost for r in rows), ann.cost, rel_tol=1e-9, abs_tol=1e-9)
+    for r in rows:
+        assert r.impl == ann.impl[r.vertex] and r.out == ann.fmt[r.vertex]
+        if r.runner_up is not None:
+            other, extra = r.runner_up
+            assert other != r.impl and extra >= -1e-9
+            banned = Problem(pb.graph, pb.cat, {r.vertex: frozenset({r.impl})})
+            assert math.isclose(brute_force(banned).cost, ann.cost + extra, rel_tol=1e-9, abs_tol=1e-9)
+    assert render(rows).count("\n") == len(rows) - 1
+
+
+def test_explain_on_the_papers_dag2_names_each_product():
+    pb = Problem(chain_graph("dag2", 1), catalogue("block"))
+    ann = optimize(pb)
+    text = render(explain(pb, ann))
+    for name in ("T1_1", "T2_1", "T3_1", "O1_1", "O2_1"):
+        assert name + ": mm-" in text
+    only = Catalogue(("f0",), (Impl("u0", "u", 1, lambda ms, n, m: "f0", lambda ms, n, m: 1.0),), ())
+    g = Graph()
+    g.add("u", M, g.source(M, "f0"), name="x")
+    (row,) = explain(Problem(g, only), optimize(Problem(g, only)))
+    assert row.runner_up is None and "no other implementation" in render([row])

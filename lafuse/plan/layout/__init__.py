@@ -11,13 +11,14 @@ frontier that share ancestors, over a DAG (§6, Alg. 4, Eq. 2); brute force (Alg
 
 * ``graph``: the compute graph, the catalogue, the problem (its conversion and per-vertex tables)
   and the annotation a search returns;
-* ``search``: brute force, the tree DP and the frontier DP;
+* ``search``: brute force, the tree DP and the frontier DP; ``explain``: an annotation's operations
+  with their cost and runner-up (the best plan without the chosen implementation);
 * ``blocked``: a catalogue of blocked distributed formats with analytical costs and the paper's
   benchmark graphs (§8.4: Tree, DAG1, DAG2 at scale n).
 """
 
 from lafuse.plan.layout.graph import Annotation, Catalogue, Graph, Impl, MType, Problem, Transform, Vertex
-from lafuse.plan.layout.search import brute_force, frontier_dp, optimize, tree_dp
+from lafuse.plan.layout.search import Row, brute_force, explain, frontier_dp, optimize, render, tree_dp
 
-__all__ = ["Annotation", "Catalogue", "Graph", "Impl", "MType", "Problem", "Transform", "Vertex", "brute_force",
-           "frontier_dp", "optimize", "tree_dp"]
+__all__ = ["Annotation", "Catalogue", "Graph", "Impl", "MType", "Problem", "Row", "Transform", "Vertex",
+           "brute_force", "explain", "frontier_dp", "optimize", "render", "tree_dp"]

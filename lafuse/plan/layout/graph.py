@@ -174,8 +174,11 @@ class Problem:
     """A graph and a catalogue, with the conversion and local tables (computed once per matrix type and
     per distinct vertex signature: the paper's graphs repeat one type)."""
 
-    def __init__(self, graph: Graph, cat: Catalogue):
+    def __init__(self, graph: Graph, cat: Catalogue, banned: dict[int, frozenset[str]] | None = None):
+        """``banned``: implementations a vertex may not use (a runner-up is the best plan without the
+        chosen one)."""
         self.graph, self.cat = graph, cat
+        self.banned = banned or {}
         self.formats = cat.formats
         self.index = {f: i for i, f in enumerate(cat.formats)}
         self.P = len(cat.formats)
@@ -220,13 +223,14 @@ class Problem:
     def local(self, v: int) -> Local:
         vx = self.graph.vertices[v]
         ms = tuple(self.graph.vertices[a].m for a in vx.args)
-        key = (vx.op, ms, vx.m)
+        ban = self.banned.get(v, frozenset())
+        key = (vx.op, ms, vx.m, ban)
         got = self._local.get(key)
         if got is None:
-            got = self._local[key] = self._local_table(vx.op, ms, vx.m)
+            got = self._local[key] = self._local_table(vx.op, ms, vx.m, ban)
         return got
 
-    def _local_table(self, op: str, ms: tuple[MType, ...], m: MType) -> Local:
+    def _local_table(self, op: str, ms: tuple[MType, ...], m: MType, ban: frozenset[str] = frozenset()) -> Local:
         P, n, fmts, cat = self.P, len(ms), self.formats, self.cat
         best = np.full((P,) * n + (P,), INF)
         choice = np.full((P,) * n + (P,), -1, dtype=np.int64)
@@ -234,7 +238,7 @@ class Problem:
         holds_in = [[cat.holds(mj, f) for f in fmts] for mj in ms]
         holds_out = {f: cat.holds(m, f) for f in fmts}
         for k, impl in enumerate(cat.impls):
-            if impl.op != op or impl.arity != n:
+            if impl.op != op or impl.arity != n or impl.name in ban:
                 continue
             for flat, p_in in enumerate(itertools.product(range(P), repeat=n)):
                 if not all(holds_in[j][p] for j, p in enumerate(p_in)):

@@ -39,7 +39,8 @@ def brute_force(pb: Problem) -> Annotation:
                          f"{MAX_BRUTE_OPERATIONS}); use optimize")
     fmt = pb.source_formats()
     memo: dict[tuple, float] = {}  # by the vertex's signature: the paper's graphs repeat one product
-    sig = {v: (g.vertices[v].op, tuple(g.vertices[a].m for a in g.vertices[v].args), g.vertices[v].m) for v in ops}
+    sig = {v: (g.vertices[v].op, tuple(g.vertices[a].m for a in g.vertices[v].args), g.vertices[v].m,
+               pb.banned.get(v, frozenset())) for v in ops}
     best: list = [INF, None]
 
     def entry(v: int, args: tuple[int, ...], rho: int) -> float:
@@ -75,8 +76,9 @@ def _entry_from_catalogue(pb: Problem, v: int, args: tuple[int, ...], rho: int) 
     ms = tuple(g.vertices[a].m for a in vx.args)
     convs = [pb.conversions(m).cost for m in ms]
     best = INF
+    ban = pb.banned.get(v, frozenset())
     for impl in cat.impls:
-        if impl.op != vx.op or impl.arity != len(ms):
+        if impl.op != vx.op or impl.arity != len(ms) or impl.name in ban:
             continue
         for p_in in itertools.product(range(pb.P), repeat=len(ms)):
             names = tuple(pb.formats[p] for p in p_in)
@@ -234,3 +236,70 @@ def _placed(local: np.ndarray, axes: list[int], J: int, P: int) -> np.ndarray:
     for x in distinct:
         shape[x] = P
     return t.reshape(shape)
+
+
+# ---------------------------------------------------------------- explaining a choice
+@dataclass
+class Row:
+    """One operation of an annotation as ``--explain formats`` would list it: its implementation, the
+    formats and transformations of its inputs, its output format, its own estimated cost (the
+    implementation and its input transformations), and the runner-up: the implementation the best plan
+    without the chosen one gives this vertex, and that whole plan's extra cost (None: no other way)."""
+    vertex: int
+    name: str
+    impl: str
+    inputs: tuple[tuple[str, tuple[str, ...]], ...]  # (format the argument is in, transformations)
+    out: str
+    cost: float
+    runner_up: tuple[str, float] | None
+
+
+def explain(pb: Problem, ann: Annotation, runner_up: bool = True) -> list[Row]:
+    """The rows of ``ann`` (a search's answer for ``pb``); the runner-up of each vertex costs one more
+    search with its chosen implementation banned."""
+    g = pb.graph
+    fmt: dict[int, str] = {i: v.fmt for i, v in enumerate(g.vertices) if v.fmt is not None}
+    fmt.update(ann.fmt)
+    rows = []
+    for v in g.operations():
+        vx = g.vertices[v]
+        ins = tuple((fmt[a], ann.transforms.get((v, j), ())) for j, a in enumerate(vx.args))
+        own = Annotation(0.0, {v: ann.impl[v]}, {v: ann.fmt[v]},
+                         {k: t for k, t in ann.transforms.items() if k[0] == v})
+        cost = _vertex_cost(pb, v, own, fmt)
+        alt = None
+        if runner_up:
+            banned = dict(pb.banned)
+            banned[v] = banned.get(v, frozenset()) | {ann.impl[v]}
+            other = optimize(Problem(g, pb.cat, banned))
+            if other.feasible:
+                alt = (other.impl[v], other.cost - ann.cost)
+        rows.append(Row(v, vx.name or str(v), ann.impl[v], ins, ann.fmt[v], cost, alt))
+    return rows
+
+
+def _vertex_cost(pb: Problem, v: int, own: Annotation, fmt: dict[int, str]) -> float:
+    """The cost of vertex v's implementation and its input transformations, from the catalogue."""
+    g, cat = pb.graph, pb.cat
+    steps = {t.name: t for t in cat.transforms}
+    impl = {i.name: i for i in cat.impls}[own.impl[v]]
+    vx = g.vertices[v]
+    total, names = 0.0, []
+    for j, a in enumerate(vx.args):
+        f, m = fmt[a], g.vertices[a].m
+        for t in own.transforms.get((v, j), ()):
+            total += float(steps[t].cost(m, f))
+            f = str(steps[t].out(m, f))
+        names.append(f)
+    return total + float(impl.cost(tuple(g.vertices[a].m for a in vx.args), tuple(names), vx.m))
+
+
+def render(rows: list[Row]) -> str:
+    """The rows as text, one operation a line."""
+    out = []
+    for r in rows:
+        ins = ", ".join(f + "".join(f" ->{t}" for t in ts) for f, ts in r.inputs)
+        alt = "no other implementation" if r.runner_up is None else \
+            f"runner-up {r.runner_up[0]} (plan +{r.runner_up[1]:.4g} s)"
+        out.append(f"{r.name}: {r.impl}({ins}) -> {r.out}  cost {r.cost:.4g} s; {alt}")
+    return "\n".join(out)
