@@ -117,11 +117,7 @@ def catalogue(kind: str = "all", cluster: Cluster = Cluster()) -> Catalogue:
             la, lb = layouts(names)
             if (la.kind, lb.kind) != want or ms[0].cols != ms[1].rows:
                 return None
-            if want == ("tile", "tile") and la.size != lb.size:
-                return None
-            if want == ("rows", "cols") and la.size != lb.size:
-                return None
-            if want == ("cols", "rows") and la.size != lb.size:
+            if "single" not in want and la.size != lb.size:  # (two blocked operands: their blocks meet)
                 return None
             size = {"single": 0, "rows": la.size, "cols": lb.size, "tile": la.size or lb.size}[out_kind]
             return Layout(out_kind, size, False).name()

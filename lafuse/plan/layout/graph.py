@@ -174,9 +174,11 @@ class Problem:
     """A graph and a catalogue, with the conversion and local tables (computed once per matrix type and
     per distinct vertex signature: the paper's graphs repeat one type)."""
 
-    def __init__(self, graph: Graph, cat: Catalogue, banned: dict[int, frozenset[str]] | None = None):
+    def __init__(self, graph: Graph, cat: Catalogue, banned: dict[int, frozenset[str]] | None = None,
+                 share: Problem | None = None):
         """``banned``: implementations a vertex may not use (a runner-up is the best plan without the
-        chosen one)."""
+        chosen one); ``share``: a problem over the same catalogue whose tables this one may reuse (a
+        local table's key holds the vertex's bans)."""
         self.graph, self.cat = graph, cat
         self.banned = banned or {}
         self.formats = cat.formats
@@ -185,8 +187,10 @@ class Problem:
         for i, v in enumerate(graph.vertices):
             if v.op == SOURCE and v.fmt not in self.index:
                 raise ValueError(f"source {v.name or i} is stored as {v.fmt!r}, not a format of the catalogue")
-        self._conv: dict[MType, Conversions] = {}
-        self._local: dict[tuple, Local] = {}
+        if share is not None and share.cat is not cat:
+            raise ValueError("a problem shares tables only with one over the same catalogue")
+        self._conv: dict[MType, Conversions] = share._conv if share is not None else {}
+        self._local: dict[tuple, Local] = share._local if share is not None else {}
 
     # ------------------------------------------------------------ conversions
     def conversions(self, m: MType) -> Conversions:
@@ -283,34 +287,40 @@ class Problem:
         return ann
 
     def evaluate(self, ann: Annotation) -> float:
-        """Cost(G') of an annotation computed from the catalogue alone (paper 002 Alg. 1 summed):
-        each edge's transformations applied in turn, each implementation's type-specification and
-        cost at the formats that reach it. A ValueError names the first place it is not type-correct."""
+        """Cost(G') of an annotation computed from the catalogue alone (paper 002 Alg. 1 summed). A
+        ValueError names the first place it is not type-correct."""
+        fmt = self.formats_of(ann)
+        return sum(self.vertex_cost(v, ann, fmt) for v in self.graph.operations())
+
+    def formats_of(self, ann: Annotation) -> dict[int, str]:
+        """Every vertex's output format under ``ann`` (sources: their stored one)."""
+        fmt = {i: str(v.fmt) for i, v in enumerate(self.graph.vertices) if v.op == SOURCE}
+        fmt.update(ann.fmt)
+        return fmt
+
+    def vertex_cost(self, v: int, ann: Annotation, fmt: dict[int, str]) -> float:
+        """Vertex v's own cost under ``ann`` (paper 002 Alg. 1): its input edges' transformations
+        applied in turn to its arguments' formats ``fmt``, then its implementation's type-specification
+        and cost at the formats that reach it; a ValueError where that is not type-correct."""
         g, cat = self.graph, self.cat
-        impls = {i.name: i for i in cat.impls}
         steps = {t.name: t for t in cat.transforms}
-        out: dict[int, str] = {i: v.fmt for i, v in enumerate(g.vertices) if v.op == SOURCE}  # type: ignore[misc]
-        total = 0.0
-        for v in g.operations():
-            vx = g.vertices[v]
-            names = []
-            for j, a in enumerate(vx.args):
-                f, m = out[a], g.vertices[a].m
-                for t in ann.transforms.get((v, j), ()):
-                    nf = steps[t].out(m, f)
-                    if nf is None or not cat.holds(m, nf):
-                        raise ValueError(f"vertex {v} input {j}: {t} cannot transform {f}")
-                    total += float(steps[t].cost(m, f))
-                    f = nf
-                names.append(f)
-            impl = impls[ann.impl[v]]
-            ms = tuple(g.vertices[a].m for a in vx.args)
-            got = impl.out(ms, tuple(names), vx.m)
-            if impl.op != vx.op or got is None or got != ann.fmt[v] or not cat.holds(vx.m, got):
-                raise ValueError(f"vertex {v}: {impl.name} on {names} does not yield {ann.fmt[v]}")
-            total += float(impl.cost(ms, tuple(names), vx.m))
-            out[v] = got
-        return total
+        vx = g.vertices[v]
+        total, names = 0.0, []
+        for j, a in enumerate(vx.args):
+            f, m = fmt[a], g.vertices[a].m
+            for t in ann.transforms.get((v, j), ()):
+                nf = steps[t].out(m, f)
+                if nf is None or not cat.holds(m, nf):
+                    raise ValueError(f"vertex {v} input {j}: {t} cannot transform {f}")
+                total += float(steps[t].cost(m, f))
+                f = nf
+            names.append(f)
+        impl = next(i for i in cat.impls if i.name == ann.impl[v])
+        ms = tuple(g.vertices[a].m for a in vx.args)
+        got = impl.out(ms, tuple(names), vx.m)
+        if impl.op != vx.op or got is None or got != ann.fmt[v] or not cat.holds(vx.m, got):
+            raise ValueError(f"vertex {v}: {impl.name} on {names} does not yield {ann.fmt[v]}")
+        return total + float(impl.cost(ms, tuple(names), vx.m))
 
     def source_formats(self) -> dict[int, int]:
         return {i: self.index[v.fmt] for i, v in enumerate(self.graph.vertices)  # type: ignore[index]

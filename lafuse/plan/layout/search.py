@@ -258,40 +258,21 @@ def explain(pb: Problem, ann: Annotation, runner_up: bool = True) -> list[Row]:
     """The rows of ``ann`` (a search's answer for ``pb``); the runner-up of each vertex costs one more
     search with its chosen implementation banned."""
     g = pb.graph
-    fmt: dict[int, str] = {i: v.fmt for i, v in enumerate(g.vertices) if v.fmt is not None}
-    fmt.update(ann.fmt)
+    fmt = pb.formats_of(ann)
     rows = []
     for v in g.operations():
         vx = g.vertices[v]
         ins = tuple((fmt[a], ann.transforms.get((v, j), ())) for j, a in enumerate(vx.args))
-        own = Annotation(0.0, {v: ann.impl[v]}, {v: ann.fmt[v]},
-                         {k: t for k, t in ann.transforms.items() if k[0] == v})
-        cost = _vertex_cost(pb, v, own, fmt)
+        cost = pb.vertex_cost(v, ann, fmt)
         alt = None
         if runner_up:
             banned = dict(pb.banned)
             banned[v] = banned.get(v, frozenset()) | {ann.impl[v]}
-            other = optimize(Problem(g, pb.cat, banned))
+            other = optimize(Problem(g, pb.cat, banned, share=pb))
             if other.feasible:
                 alt = (other.impl[v], other.cost - ann.cost)
         rows.append(Row(v, vx.name or str(v), ann.impl[v], ins, ann.fmt[v], cost, alt))
     return rows
-
-
-def _vertex_cost(pb: Problem, v: int, own: Annotation, fmt: dict[int, str]) -> float:
-    """The cost of vertex v's implementation and its input transformations, from the catalogue."""
-    g, cat = pb.graph, pb.cat
-    steps = {t.name: t for t in cat.transforms}
-    impl = {i.name: i for i in cat.impls}[own.impl[v]]
-    vx = g.vertices[v]
-    total, names = 0.0, []
-    for j, a in enumerate(vx.args):
-        f, m = fmt[a], g.vertices[a].m
-        for t in own.transforms.get((v, j), ()):
-            total += float(steps[t].cost(m, f))
-            f = str(steps[t].out(m, f))
-        names.append(f)
-    return total + float(impl.cost(tuple(g.vertices[a].m for a in vx.args), tuple(names), vx.m))
 
 
 def render(rows: list[Row]) -> str:
