@@ -488,6 +488,16 @@ def _fitted_table(prof: Any) -> Any:
     return t
 
 
+def _print_profile(out: Any, prof: Any, title: str) -> None:
+    """A profile's rates, then its fitted costs (or that there are none)."""
+    out.print(_profile_table(prof, title))
+    if prof.fitted:
+        out.print(_fitted_table(prof))
+    else:
+        out.print("fitted costs: none (the analytical model prices the format optimizer's implementations; "
+                  "`lafuse calibrate` fits them)", markup=False)
+
+
 def _calibrate(ns: argparse.Namespace) -> int:
     from rich.console import Console  # deferred: rich (~10 ms), only for this subcommand
 
@@ -497,13 +507,7 @@ def _calibrate(ns: argparse.Namespace) -> int:
     out = Console(highlight=False)
     if ns.show:
         state = "" if path.is_file() else " (no file: built-in defaults)"
-        shown = profile.load(path)
-        out.print(_profile_table(shown, "lafuse hardware profile"))
-        if shown.fitted:
-            out.print(_fitted_table(shown))
-        else:
-            out.print("fitted costs: none (the analytical model prices the format optimizer's implementations; "
-                      "`lafuse calibrate` fits them)", markup=False)
+        _print_profile(out, profile.load(path), "lafuse hardware profile")
         out.print(f"profile: {path}{state}", markup=False, emoji=False, soft_wrap=True)
         return 0
     # deferred: rich, only for calibrate's progress
@@ -527,10 +531,7 @@ def _calibrate(ns: argparse.Namespace) -> int:
     except OSError as e:
         print(f"lafuse: calibration failed: {e}", file=sys.stderr)
         return 1
-    out.print(_profile_table(prof, f"lafuse hardware profile ({time.perf_counter() - t0:.1f} s"
-                                   f"{', quick' if ns.quick else ''})"))
-    if prof.fitted:
-        out.print(_fitted_table(prof))
+    _print_profile(out, prof, f"lafuse hardware profile ({time.perf_counter() - t0:.1f} s{', quick' if ns.quick else ''})")
     out.print(f"saved to {saved}", markup=False, emoji=False, soft_wrap=True)
     return 0
 
