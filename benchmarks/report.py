@@ -550,6 +550,9 @@ def render(report: dict[str, Any], json_path: Path, out: Path, plots_dir: Path) 
     layout_rows = [r for r in report.get("layout") or [] if isinstance(r, dict)]
     if layout_rows:
         layout_section(doc, layout_rows)
+    fmt_rows = [r for r in report.get("formats") or [] if isinstance(r, dict)]
+    if fmt_rows:
+        formats_section(doc, fmt_rows)
     sp_rows = [r for r in report.get("sumproduct") or [] if isinstance(r, dict)]
     if sp_rows:
         sumproduct_section(doc, sp_rows)
@@ -660,6 +663,32 @@ def layout_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
                          sig3(r.get("dp_s"), 1e3), _mmss(r.get("published_dp_s")),
                          sig3(r.get("brute_s")) if "brute_s" in r else "-", _mmss(r.get("published_brute_s")),
                          ("yes" if r.get("equal") else "NO") if "equal" in r else "-"] for r in rows])
+
+
+FORMAT_GOAL = 1.05  # the chosen formats may be at most 5% slower than the better of the two rules
+
+
+def formats_section(doc: Doc, rows: list[dict[str, Any]]) -> None:
+    """The format choice's plans against the two rules (benchmarks/formats_local.py, paper 002 §8)."""
+    doc.lines += ["", "## Format choice: chosen formats against the threshold and tiling rules (paper 002)", "",
+                  "`benchmarks/formats_local.py`: each workload in one process, three configurations in turn after "
+                  "a warm-up of each, every run compiling its script: `formats` \"dp\" (the plan stage's dynamic "
+                  "programming over dense/CSR/CSC, plan.layout.local), \"rule\" (today's threshold rule: every "
+                  "sparse value CSR) and \"tile\" (every operator on the embedded Dask cluster in 1000 x 1000 "
+                  "blocks; one run, two orders of magnitude slower at these sizes, not run on the slicing loops: "
+                  "`-`); median seconds and each rule's time over the chosen plan's (above 1: the choice is "
+                  f"faster). Goal: never more than {FORMAT_GOAL - 1:.0%} slower than the better rule.", ""]
+    cols = [k[:-2] for k in ("dp_s", "rule_s", "tile_s") if any(k in r for r in rows)]
+    body = []
+    for r in rows:
+        best = min(((num(r.get(f"{c}_s")) or float("inf")) for c in cols if c != "dp"), default=float("inf"))
+        dp = num(r.get("dp_s")) or float("inf")
+        verdict = "met" if dp <= FORMAT_GOAL * best else "MISSED"
+        body.append([str(r.get("name")), str(r.get("data")), *[sig3(r.get(f"{c}_s"), 1e3) for c in cols],
+                     *[sig3(r.get(f"{c}_over_dp")) for c in cols if c != "dp"], count(r.get("reps")),
+                     "; ".join(r.get("conversions") or []) or "none", str(r.get("check")), verdict])
+    doc.lines += table(["workload", "data", *[f"{c} ms" for c in cols], *[f"{c} / dp" for c in cols if c != "dp"],
+                        "runs", "conversions chosen", "check", "goal"], body)
 
 
 DIST_SYSTEMS = ("lafuse-local", "lafuse-hybrid", "lafuse-dask", "dask-array", "sds-spark", "sds-hybrid")

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     a.inner = max(2, a.inner or (3 if a.quick else 10))
     only = {n for x in a.only for n in x.split(",")} if a.only else None
     todo = workloads(a.quick, only)
-    if not todo and not {"startup", "distributed", "cuboid", "sumproduct", "layout"} & (only or set()):
+    if not todo and not {"startup", "distributed", "cuboid", "sumproduct", "layout", "formats"} & (only or set()):
         ap.error(f"nothing matches --only {sorted(only or ())}")
 
     from rich.console import Console
@@ -234,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         for r in report["layout"]:
             if r["scale"] in (1, 4):
                 console.print(layout_search.summary_line(r))
+    if only is None or "formats" in only:
+        import formats_local
+
+        rules = ("dp", "rule") if a.no_distributed else ("dp", "rule", "tile")
+        with console.status("format choice against the threshold and tiling rules") as status:
+            report["formats"] = formats_local.measure(a.quick, 5 if a.quick else 9, rules,
+                                                      lambda msg: status.update(f"formats: {msg}"))
+        for r in report["formats"]:
+            console.print(formats_local.summary_line(r))
     if only is None or "sumproduct" in only:
         import sumproduct
 

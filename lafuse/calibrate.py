@@ -200,14 +200,16 @@ def _sparse(quick: bool) -> float:
 
 def _format_costs(quick: bool) -> tuple[tuple[str, LinearCost], ...]:
     """Runs of each local implementation at several shapes and densities, and the cost function fitted
-    to them (cost.fit, paper 002 §7: its features are FLOPs, bytes and calls), for the format
-    optimizer (plan.layout) to price dense and CSR forms against each other."""
+    to them (cost.fit, paper 002 §7: its features are FLOPs, bytes and the units a kernel loops over),
+    for the format optimizer (plan.layout.local) to price dense, CSR and CSC forms against each other."""
     import scipy.sparse as sp  # deferred: SciPy, only for the sparse measurements
 
     rng = np.random.default_rng(7)
-    shapes = [(200, 200, 200), (600, 300, 40), (1500, 500, 20), (300, 1200, 300), (2000, 200, 100)]
+    from lafuse.runtime.local.kernels_reorg import k_rix  # deferred: slices are timed through lafuse's kernel
+
+    shapes = [(200, 200, 200), (600, 300, 40), (1500, 500, 20), (300, 1200, 300), (2000, 200, 100), (20000, 100, 10), (50000, 100, 8)]
     if not quick:
-        shapes += [(1000, 1000, 200), (4000, 400, 50), (500, 2000, 500)]
+        shapes += [(1000, 1000, 200), (4000, 400, 50), (500, 2000, 500), (100000, 50, 4)]
     densities = (0.01, 0.05, 0.2)
     runs: dict[str, list[tuple[tuple[float, ...], float]]] = {name: [] for name in LOCAL_IMPLS}
     reps = 2 if quick else 4
@@ -220,14 +222,23 @@ def _format_costs(quick: bool) -> tuple[tuple[str, LinearCost], ...]:
         for d in densities:
             s_a = sp.random_array((m, k), density=d, format="csr", rng=rng)
             s_b = sp.random_array((k, n), density=d, format="csr", rng=rng)
+            c_a, c_b = s_a.tocsc(), s_b.tocsc()
             nnz_a, nnz_b = float(s_a.nnz), float(s_b.nnz)
-            timed = (("mm-csr-dense", partial(operator.matmul, s_a, b), nnz_a),
-                     ("mm-dense-csr", partial(operator.matmul, a, s_b), nnz_b),
-                     ("to-csr", partial(sp.csr_array, s_a.toarray()), nnz_a),
-                     ("to-dense", s_a.toarray, nnz_a),
-                     ("transpose-csr", s_a.T.tocsr, nnz_a))  # (.T: a CSC view; tocsr does the work)
-            for name, fn, nz in timed:
-                runs[name].append((local_features(name, m, k, n, nz), _best(fn, reps)))
+            few = max(1, min(n, m, k) // 4)  # rows or columns a slice takes (and one)
+            timed = (("mm-csr-dense", partial(operator.matmul, s_a, b), nnz_a, (m, k, n)),
+                     ("mm-csc-dense", partial(operator.matmul, c_a, b), nnz_a, (m, k, n)),
+                     ("mm-dense-csr", partial(operator.matmul, a, s_b), nnz_b, (m, k, n)),
+                     ("mm-dense-csc", partial(operator.matmul, a, c_b), nnz_b, (m, k, n)),
+                     ("to-csr", partial(sp.csr_array, s_a.toarray()), nnz_a, (m, k, n)),
+                     ("to-dense", s_a.toarray, nnz_a, (m, k, n)),
+                     ("to-csc", s_a.tocsc, nnz_a, (m, k, n)),
+                     ("transpose-csr", s_a.T.tocsr, nnz_a, (m, k, n)),  # (.T: a CSC view; tocsr does the work)
+                     ("slice-major", partial(k_rix, s_a, 1, few, 1, k), nnz_a, (m, k, few)),
+                     ("slice-major", partial(k_rix, c_a, 1, m, 1, 1), nnz_a, (k, m, 1)),
+                     ("slice-minor", partial(k_rix, s_a, 1, m, 1, few), nnz_a, (m, k, few)),
+                     ("slice-minor", partial(k_rix, c_a, 1, 1, 1, k), nnz_a, (k, m, 1)))
+            for name, fn, nz, (mm, kk, nn) in timed:
+                runs[name].append((local_features(name, mm, kk, nn, nz), _best(fn, reps)))
     return tuple((name, fit([f for f, _ in rs], [t for _, t in rs])) for name, rs in sorted(runs.items()))
 
 

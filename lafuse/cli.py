@@ -28,7 +28,7 @@ from lafuse.runtime.interp import Interpreter
 from lafuse.stages import ALIASES, PROGRAM_STAGES, STAGES
 from lafuse.threads import blas_limited
 
-EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime")
+EXPLAIN_LEVELS = ("hops", "fused", "codegen", "runtime", "formats", "cost", "recompile_hops", "recompile_runtime")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -114,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--stats", nargs="?", const=10, type=_count, metavar="N",
                        help="print timing and the top N heavy-hitter instructions")
         r.add_argument("--explain", nargs="?", const="hops", choices=EXPLAIN_LEVELS,
-                       help="print the HOP DAGs or the runtime plan")
+                       help="print the HOP DAGs or the runtime plan; formats: each plan's format choice "
+                            "(implementation, formats, conversions, cost, runner-up) as the run builds it")
         r.add_argument("--config", help="JSON config file (keys of lafuse.config.Config)")
         r.add_argument("--builtins", action="append", default=[], metavar="DIR",
                        help="extra directory of builtin .dml scripts (searched after lafuse's own)")
@@ -126,6 +127,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="operator fusion with generated Numba kernels (default: on)")
         r.add_argument("--fusion", choices=("cost", "fuse-all", "fuse-no-redundancy"),
                        help="fusion plan selection (default: cost)")
+        r.add_argument("--formats", choices=cfgmod.CHOICES["formats"],
+                       help="sparse formats: dp (CSR or CSC and the conversions chosen by cost for each plan, "
+                            "paper 002) or rule (every sparse value CSR) (default: dp)")
         r.add_argument("--dist-fused", choices=cfgmod.CHOICES["dist_fused"], dest="dist_fused",
                        help="distributed outer-product fused operators: cost (the cuboid operator at the "
                             "(P,Q,R) its cost model chooses), or forced bfo (broadcast), rfo (replication), "
@@ -257,6 +261,7 @@ def _main(argv: list[str] | None = None) -> int:
         threads=ns.threads or cfg.threads,
         exec_type=ns.exec_type or cfg.exec_type,
         dist_fused=ns.dist_fused or cfg.dist_fused,
+        formats=ns.formats or cfg.formats,
         scheduler=ns.scheduler or cfg.scheduler,
         workers=ns.workers or cfg.workers,
         worker_memory=ns.worker_memory or cfg.worker_memory,
@@ -362,7 +367,7 @@ def _run(ns: argparse.Namespace, cfg: cfgmod.Config, nvargs: dict[str, Any], pos
     sources.update(prog.sources)
     if picture:
         return _picture(ns, prog, comp, path)
-    if cfg.explain in ("hops", "runtime", "fused", "codegen"):
+    if cfg.explain in ("hops", "runtime", "fused", "codegen") or (cfg.explain == "formats" and ns.cmd == "explain"):
         from lafuse.explain import explain_program  # deferred: EXPLAIN only
 
         print(explain_program(prog, cfg.explain, comp), flush=True)
@@ -477,14 +482,16 @@ def _fitted_table(prof: Any) -> Any:
     from rich.table import Table
 
     t = Table(title="fitted costs of the format optimizer's local implementations (paper 002 §7)",
-              caption="seconds = s/FLOP x FLOPs + s/byte x bytes + s/call; R² and the median relative error "
-                      "(rel. err.) of the fit on the runs it was fitted to", box=box.SIMPLE_HEAD)
-    for col in ("implementation", "runs", "R²", "rel. err.", "s/FLOP", "s/byte", "s/call"):
+              caption="seconds = s/FLOP x FLOPs + s/byte x bytes + s/block x blocks (a call; a CSR row, a CSC "
+                      "column); R² and the median relative error (rel. err.) of the fit on the runs it was fitted "
+                      "to; stale: fitted over older feature definitions, the analytical model prices it until "
+                      "`lafuse calibrate` runs again", box=box.SIMPLE_HEAD)
+    for col in ("implementation", "runs", "R²", "rel. err.", "s/FLOP", "s/byte", "s/block"):
         t.add_column(col, justify="left" if col == "implementation" else "right", no_wrap=True)
     for name, f in prof.fitted:
         flop, _net, byte, call = f.coef
-        t.add_row(name, str(f.samples), f"{f.r2:.3f}", f"{f.median_rel_error:.0%}", f"{flop:.3g}", f"{byte:.3g}",
-                  f"{call:.3g}")
+        t.add_row(name + ("" if f.current else " (stale)"), str(f.samples), f"{f.r2:.3f}", f"{f.median_rel_error:.0%}",
+                  f"{flop:.3g}", f"{byte:.3g}", f"{call:.3g}")
     return t
 
 

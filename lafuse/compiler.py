@@ -179,6 +179,7 @@ class Compiler:
         the current dynamic recompilation; ``st`` (the symbol table when the runtime plans a block)
         gives it the non-zeros of the variables read; ``weight``: the block's expected executions;
         ``recompile``: a dynamic recompilation (fusion's literal policy tells it from a first plan)."""
+        held = dag.held  # (the DAG's own: fusion below plans a copy)
         if self.cfg.codegen and may_distribute_products(dag, self.cfg.exec_type):
             # deferred: the plan generator, only for a block with products that may run on the cluster
             from lafuse.fusion import fuseme
@@ -198,7 +199,8 @@ class Compiler:
             dag, _ = fusion.optimize(dag, self.cfg, self.fusion_stats, weight=weight, hints=hints,
                                      recompile=recompile)
         plan = build(dag, chains=self.cfg.mmchain, reuse_buffers=self.cfg.reuse_buffers, exec_mode=self.cfg.exec_type,
-                     cluster=lambda: self.cluster_shape, squared_loss=self.cfg.squared_loss)
+                     cluster=lambda: self.cluster_shape, squared_loss=self.cfg.squared_loss, formats=self.cfg.formats,
+                     held=held, st=st)
         plan.candidates = dag.candidates
         return plan
 
@@ -344,23 +346,49 @@ def fusion_cannot_pay(dag: Dag, weight: float, cfg: cfgmod.Config) -> bool:
     return bound * K.FUSION_SKIP_MARGIN < K.CODEGEN_WARM_LOAD_TIME
 
 
-def _set_weights(blocks: list, w: float, calls: dict[str, float]) -> None:
+def _set_weights(blocks: list, w: float, calls: dict[str, float],
+                 loops: tuple[tuple[float, frozenset[str]], ...] = ()) -> None:
     """Expected executions of each generic block (loop bodies: DEFAULT_WHILE_ITERATIONS per loop
     level, as the cost model assumes; function bodies: as often as their most frequent call site),
-    which amortize fused kernels' compilation. Records the weight of each call site in ``calls``."""
+    which amortize fused kernels' compilation. Records the weight of each call site in ``calls``.
+    ``loops``: the enclosing loops, outermost first (iterations, variables their bodies assign): a
+    block's ``held`` reads (hops.program.Dag.held) are the variables the innermost loops do not
+    assign, with those loops' iterations (a conversion kept with such a value is made once for them)."""
     for b in blocks:
         if isinstance(b, GenericBlock):
             b.weight = w
+            b.dag.held = _held(b.dag.reads(), loops) if loops else {}
             for h in b.dag.hops():
                 if h.kind == "funcall":
                     calls[h.params["fname"]] = max(calls.get(h.params["fname"], 0.0), w)
         elif isinstance(b, IfBlock):
-            _set_weights(b.then_blocks, w, calls)
-            _set_weights(b.else_blocks, w, calls)
+            _set_weights(b.then_blocks, w, calls, loops)
+            _set_weights(b.else_blocks, w, calls, loops)
         elif isinstance(b, ForBlock):
-            _set_weights(b.body, w * _for_iterations(b, K.DEFAULT_WHILE_ITERATIONS), calls)
+            it = _for_iterations(b, K.DEFAULT_WHILE_ITERATIONS)
+            _set_weights(b.body, w * it, calls, loops + ((float(it), _assigned(b.body) | {b.var}),))
         elif isinstance(b, WhileBlock):
-            _set_weights(b.body, w * K.DEFAULT_WHILE_ITERATIONS, calls)
+            it = K.DEFAULT_WHILE_ITERATIONS
+            _set_weights(b.body, w * it, calls, loops + ((float(it), _assigned(b.body)),))
+
+
+def _assigned(body: list) -> frozenset[str]:
+    """The variables a loop body assigns (in any of its blocks)."""
+    return frozenset(h.name for b in iter_blocks(body) for d in block_dags(b) for h in d.roots
+                     if h.op == "twrite" and h.name)
+
+
+def _held(reads: set[str], loops: tuple[tuple[float, frozenset[str]], ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name in reads:
+        reps = 1.0
+        for it, assigned in reversed(loops):
+            if name in assigned:
+                break
+            reps *= it
+        if reps > 1.0:
+            out[name] = reps
+    return out
 
 
 def _for_iterations(b: Any, default: int) -> int:

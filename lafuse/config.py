@@ -45,6 +45,10 @@ class Config:
     # time (hops.patterns.squared_losses, SystemDS's wsloss) instead of holding it whole, and an unfused
     # sum(X * g(U %*% V)) over a sparse X as one that evaluates g only at X's non-zeros (sampled_sums)
     squared_loss: bool = True
+    # a sparse value's format (CSR or CSC) and the conversions between them chosen by cost for each plan's
+    # local operators (plan.layout.local, paper 002's dynamic programming): "dp"; "rule": every sparse
+    # value stays CSR, the default rule (lafuse.formats)
+    formats: str = "dp"
     # an element-wise result of 256 KiB or more takes the buffer of an operand that dies with it and
     # that nothing else holds (runtime.reuse: NumPy's temporary elision, decided by liveness)
     reuse_buffers: bool = True
@@ -157,8 +161,9 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "fusion": ("cost", "fuse-all", "fuse-no-redundancy"),
     "codegen_backend": ("numba", "reference"),
     "codegen_literals": ("args", "constants", "cslh"),
-    "explain": (None, "hops", "fused", "codegen", "runtime", "cost", "recompile_hops", "recompile_runtime"),
+    "explain": (None, "hops", "fused", "codegen", "runtime", "formats", "cost", "recompile_hops", "recompile_runtime"),
     "dist_fused": ("cost", "bfo", "rfo", "cfo"),  # (plan.fusedstrategy.KINDS)
+    "formats": ("dp", "rule"),  # (plan.fusedstrategy.KINDS)
     "mm_method": (None, "tsmm", "mapmmchain", "mapmm_l", "mapmm_r", "zipmm", "cpmm", "rmm"),  # (mmstrategy.METHODS)
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),

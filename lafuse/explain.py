@@ -33,7 +33,8 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
                 if b.plan is None:  # kept: the plan printed is the plan that runs (fused once)
                     b.plan = compiler.plan_dag(b.dag, b.weight)
                 plan = b.plan
-                out += [f"{pad}--" + ln for ln in explain_plan(plan, None, "").splitlines()]
+                text = explain_plan(plan, None, "") if mode == "runtime" else explain_formats(plan)
+                out += [f"{pad}--" + ln for ln in text.splitlines()]
         elif isinstance(b, IfBlock):
             out.append(f"{pad}IF ({b.lines})")
             out += _pred(b.pred, depth + 1, mode, compiler)
@@ -53,6 +54,15 @@ def _blocks(blocks: list[Block], depth: int, mode: str, compiler: Any) -> list[s
                     out += _pred(d, depth + 1, mode, compiler)
             out += _blocks(b.body, depth + 1, mode, compiler)
     return out
+
+
+def explain_formats(plan: Any) -> str:
+    """``--explain formats``: the format choice of a plan's local operators (plan.layout.local): per
+    operator the chosen implementation, the formats its inputs arrive in and their conversions, its
+    output format, its estimated cost and the runner-up."""
+    if plan.layout is None:
+        return "(no sparse value meets an operator a format changes)"
+    return str(plan.layout.render())
 
 
 def _fused(dag: Dag, compiler: Any, weight: float = 1.0) -> Dag:
@@ -79,14 +89,14 @@ def explain_codegen(plan: Any) -> str:
 
 def _pred(d: Dag, depth: int, mode: str, compiler: Any) -> list[str]:
     pad = "--" * depth
-    if mode in ("hops", "fused", "codegen"):
-        return [f"{pad}{hop_line(h)}" for h in d.hops()]
+    if mode in ("hops", "fused", "codegen", "formats"):
+        return [f"{pad}{hop_line(h)}" for h in d.hops()] if mode != "formats" else []
     return [f"{pad}" + ln for ln in explain_plan(compiler.plan_dag(d), None, "").splitlines()]
 
 
 def explain_program(prog: Program, mode: str, compiler: Any) -> str:
     """``mode`` is "hops", "fused" (the HOP DAGs after fusion), "codegen" (fused operators' CPlans
-    and generated source) or "runtime"."""
+    and generated source), "runtime" or "formats" (the format choice of each block's plan)."""
     lines = ["PROGRAM", "--MAIN PROGRAM"]
     lines += _blocks(prog.blocks, 2, mode, compiler)
     for key in sorted(prog.functions):

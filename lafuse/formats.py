@@ -1,6 +1,8 @@
 """Physical formats of a matrix block, their sizes in bytes, and the one rule that picks between them.
 
-A block is dense (row-major float64) or CSR. Size propagation (hops.sizes), the cost model
+A block is dense (row-major float64) or sparse: CSR, or CSC where the format optimizer (plan.layout)
+chose it for the kernels that read it (a column slice, a transposed product); CSC holds the same
+non-zeros as CSR, so the choice between them changes speed, not values. Size propagation (hops.sizes), the cost model
 (cost.operators) and the runtime's kernels all read the rule here, so the format a plan predicts for a
 block is the one the kernels produce; a format optimizer (paper 002 §4) decides formats per operator
 on top of this default. A foundation module: it imports nothing of lafuse.
@@ -10,7 +12,8 @@ from __future__ import annotations
 
 DENSE = "dense"
 CSR = "csr"
-FORMATS = (DENSE, CSR)
+CSC = "csc"
+FORMATS = (DENSE, CSR, CSC)
 
 SPARSITY_TURN_POINT = 0.4  # SystemDS MatrixBlock.SPARSITY_TURN_POINT: sparse below this fraction
 MIN_SPARSE_CELLS = 1024  # tiny matrices stay dense; format changes cost more than they save
@@ -47,4 +50,6 @@ def format_bytes(fmt: str, rows: float, cols: float, nnz: float) -> float:
     """Bytes of a rows x cols block with ``nnz`` non-zeros stored in ``fmt``."""
     if fmt == CSR:
         return SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (rows + 1)
+    if fmt == CSC:
+        return SPARSE_NNZ_BYTES * nnz + SPARSE_ROW_BYTES * (cols + 1)
     return DENSE_CELL_BYTES * rows * cols

@@ -25,7 +25,7 @@ from typing import Any
 
 from lafuse.cost import constants as K
 from lafuse.cost.profile import HardwareProfile
-from lafuse.formats import CSR, DENSE, NARROW_COLS, NARROW_MIN_ROWS, format_bytes, sparse_format
+from lafuse.formats import CSC, CSR, DENSE, NARROW_COLS, NARROW_MIN_ROWS, format_bytes, sparse_format
 from lafuse.hops.hop import MATRIX, Hop
 from lafuse.hops.patterns import SQUARED_LOSS_BLOCK_BYTES
 from lafuse.hops.sizes import slot_arg
@@ -80,7 +80,7 @@ class Meta:
     def sparse(self) -> bool:
         """The runtime's format choice (formats.sparse_format)."""
         if self.fmt is not None:
-            return self.matrix and self.fmt == CSR
+            return self.matrix and self.fmt in (CSR, CSC)
         return self.matrix and sparse_format(self.rows, self.cols, self.nnz)
 
     @property
@@ -91,7 +91,8 @@ class Meta:
     def bytes(self) -> float:
         if not self.matrix:
             return 8.0
-        return format_bytes(CSR if self.sparse else DENSE, self.rows, self.cols, self.nz)
+        fmt = self.fmt if self.fmt == CSC else CSR if self.sparse else DENSE
+        return format_bytes(fmt, self.rows, self.cols, self.nz)
 
 
 _memo = threading.local()
@@ -357,7 +358,9 @@ def instruction_cost(opcode: str, h: Hop, prof: HardwareProfile, inplace: bool =
         return Cost(io, overhead, exact)
     if opcode == "convert":  # a plan's format change: one pass over the non-zeros, the result written whole
         t_read, t_write = mem_times(prof, read, write)
-        return Cost(0.0, overhead + t_read + t_write + sum(m.nz for m in mats) / prof.sparse_rate, exact)
+        once = t_read + t_write + sum(m.nz for m in mats) / prof.sparse_rate
+        # (a conversion kept with a variable's value, plan.layout.local: made once for the loop's executions)
+        return Cost(0.0, overhead + once / float(h.params.get("held", 1.0)), exact)
     if opcode in ("print", "toString"):
         # toString formats at most rows x cols cells (100 x 100 by default)
         cells = min(max((m.cells for m in mats), default=1.0), 100.0 * 100.0)

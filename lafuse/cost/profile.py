@@ -55,7 +55,10 @@ class HardwareProfile:
     fitted: tuple[tuple[str, LinearCost], ...] = ()
 
     def fitted_cost(self, impl: str) -> LinearCost | None:
-        return dict(self.fitted).get(impl)
+        """The fitted cost of ``impl``; None where none was measured or the fit is stale (fitted over
+        other feature definitions, cost.fit.FEATURES_VERSION): the analytical model applies."""
+        f = dict(self.fitted).get(impl)
+        return f if f is not None and f.current else None
 
     def to_json(self) -> str:
         data = asdict(self)

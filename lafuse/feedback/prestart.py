@@ -111,6 +111,10 @@ def _import_numba() -> None:
 def _import_sparse() -> None:
     import scipy.sparse  # noqa: F401
 
+    # the format optimizer and the profile it prices with: a plan with a sparse value weighs its formats
+    import lafuse.cost.profile  # noqa: F401
+    import lafuse.plan.layout.local  # noqa: F401
+
 
 _JOBS: dict[str, Any] = {"sparse": _import_sparse, "numba": _import_numba}
 _LOCK = threading.Lock()

@@ -27,6 +27,9 @@ class Dag:
     # the sum-product regions planned on this DAG (rewrite.sumproduct.rule.canonical): a later round,
     # or rewrite, does not cost them again
     planned: set[tuple] = field(default_factory=set, compare=False, repr=False)
+    # variables it reads in loops that do not assign them, and the executions (the loops' iterations)
+    # over which a conversion of their value, kept with it, is amortized (plan.layout.local)
+    held: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def hops(self) -> list[Hop]:
         return walk(self.roots)
@@ -143,7 +146,9 @@ def copy_dag(dag: Dag) -> Dag:
         c.inputs = [m[i.id] for i in h.inputs]
         c.params = dict(h.params)
         m[h.id] = c
-    return Dag([m[r.id] for r in dag.roots])
+    new = Dag([m[r.id] for r in dag.roots])
+    new.held = dag.held
+    return new
 
 
 def loop_iterations(start: Any, stop: Any, incr: Any, default_incr: bool) -> int | None:

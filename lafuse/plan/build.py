@@ -32,7 +32,8 @@ REUSE_MIN_CELLS = REUSE_MIN_BYTES // 8
 
 def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: str = "auto",
           cluster: exectype.ClusterShape | Callable[[], exectype.ClusterShape] | None = None,
-          squared_loss: bool = True) -> Plan:
+          squared_loss: bool = True, formats: str = "rule", held: dict[str, float] | None = None,
+          st: dict[str, Any] | None = None) -> Plan:
     """The plan of ``dag``: one instruction per HOP that is not a literal, a variable write, a
     transpose its product reads in place or part of an ``mmchain`` (``chains``); registers freed by
     their last reader; with ``reuse_buffers``, element-wise results that may take a dying operand's
@@ -41,7 +42,9 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     operator may be distributed: asking an existing scheduler connects a client to it); a ``convert`` instruction
     before an operator that reads an operand only as a dense array (dense_operands) which the default
     format rule predicts CSR (an operand whose format is decided at run time is densified by the
-    kernel, as before)."""
+    kernel, as before). ``formats`` "dp": sparse values' formats (CSR or CSC) and conversions chosen by
+    cost (plan.layout.local; ``held``: variables read in loops that do not assign them, with the
+    executions a kept conversion is amortized over; ``st``: the symbol table, their stored formats)."""
     budget = memory.budget_bytes()
     order = dag.hops()
     users: dict[int, list[Hop]] = {}
@@ -131,6 +134,12 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
             ins.args[k] = converted[a]
         instrs.append(ins)
     result = reg[dag.roots[0].id] if dag.roots else -1
+    layout = None
+    if formats == "dp" and _may_be_sparse(instrs, st):
+        from lafuse.cost import profile  # deferred: the format search, only for a plan with a sparse value
+        from lafuse.plan.layout import local
+
+        instrs, nregs, layout = local.choose(instrs, nregs, profile.load(), held, st)
     # (under auto a plan whose operators all stay here moves nothing; under dask a variable may be distributed)
     if exec_mode == "dask" or any(i.exec_type != LOCAL for i in instrs):
         instrs, writes, result, nregs = _moves(instrs, writes, result, nregs, {reg[h.id]: h for h in order},
@@ -147,7 +156,20 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
     if reuse_buffers:
         for ins in instrs:
             ins.reuse = _reuse_operand(ins)
-    return Plan(instrs, nregs, constants, writes, result)
+    plan = Plan(instrs, nregs, constants, writes, result)
+    plan.layout = layout
+    return plan
+
+
+def _may_be_sparse(instrs: list[Instruction], st: dict[str, Any] | None) -> bool:
+    """Whether a value of the plan is predicted CSR or is a variable stored CSR (the format search
+    has nothing to choose otherwise)."""
+    for ins in instrs:
+        if ins.out_fmt == CSR:
+            return True
+        if st is not None and ins.opcode == "tread" and type(st.get(ins.hop.name or "")).__name__.startswith("csr"):
+            return True
+    return False
 
 
 def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, list[Hop]]) -> bool:
@@ -280,6 +302,11 @@ def dense_operands(ins: Instruction) -> list[int]:
         return []
     slots = h.params.get("slots") or spec.param_names
     return [k for k, s in enumerate(slots[:len(ins.args)]) if s in spec.dense]
+
+
+def convert_instruction(src: Hop, arg: int, out: int, fmt: str) -> Instruction:
+    """A local conversion of register ``arg`` (the value of ``src``) into ``fmt`` (plan.layout.local)."""
+    return _convert(src, arg, out, fmt, LOCAL, {src.id: float(src.nnz)}, memory.budget_bytes())
 
 
 def _convert(src: Hop, arg: int, out: int, fmt: str, exec_type: str, bounds: dict[int, float],

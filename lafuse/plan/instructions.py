@@ -26,7 +26,8 @@ class Instruction:
     reuse: int = -1  # argument whose buffer an element-wise result may take (runtime.reuse)
     reads: list[Hop] | None = None  # the HOPs of ``args`` where they are not ``hop.inputs`` (read-through, mmchain)
     exec_type: str = LOCAL
-    out_fmt: str | None = None  # formats.DENSE / CSR as the default rule predicts it; None: decided at run time
+    out_fmt: str | None = None  # formats.DENSE / CSR as the default rule predicts it (CSC: a planned conversion); None: decided at run time
+    held: bool = False  # a conversion of a variable's value kept with the value (plan.layout.local)
     transposed: tuple[bool, bool] | None = None  # a product's operands read transposed in place
     chain: tuple[bool, bool] | None = None  # mmchain: (w is the left operand of *, result transposed)
     pattern: Any = None  # a sampled sum's description (hops.patterns.SampledSum: its operators and sides)
@@ -62,6 +63,8 @@ class Instruction:
             line += f" blocks({self.block})"
         if self.dist is not None:
             line += f" {self.dist}"
+        if self.held:
+            line += " held"
         if fmts is None:
             return line
         ins_f = [fmts[a] or "?" for a in self.args if a in fmts]
@@ -79,6 +82,7 @@ class Plan:
     writes: list[tuple[str, int]]  # (variable, register) committed after the block
     result: int = -1  # register of the single root of a predicate DAG
     candidates: tuple[str, ...] = ()  # canonical hashes of the fusion candidates of its DAG
+    layout: Any = None  # the format choice of its local operators (plan.layout.local.Layout), if any was weighed
     bound: bool = False  # the runtime bound every instruction (runtime.bind), once per plan
     # runtime.straight: executions by the interpreter loop, then the generated code (function, its
     # code object, instruction per line, (whether it checks metadata, whether it times instructions))

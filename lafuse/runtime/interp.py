@@ -19,7 +19,7 @@ import numpy as np
 from lafuse import config as cfgmod
 from lafuse.errors import DMLError, DMLRuntimeError, DMLStop
 from lafuse.feedback import EXECUTED
-from lafuse.formats import CSR, default_format
+from lafuse.formats import DENSE, default_format
 from lafuse.hops.program import Block, ForBlock, GenericBlock, IfBlock, Program, WhileBlock
 from lafuse.plan.instructions import DASK, Plan
 from lafuse.runtime import deepstack, parfor, progress, recompile, straight
@@ -149,6 +149,8 @@ class Interpreter:
             return recompile.plan_for(self, b, st)
         if b.plan is None:
             b.plan = self.compiler.plan_dag(b.dag, b.weight, st)
+            if self.cfg.explain == "formats":
+                recompile.explain_formats(self, b, b.plan)
         return bind(b.plan, self.compiler.backends)  # (a plan EXPLAIN or the cost model built is bound here)
 
     def _dag_plan(self, dag: Any) -> Plan:
@@ -506,9 +508,10 @@ def _check_metadata(hop: Any, v: Any) -> None:
             raise AssertionError(f"HOP {hop!r} predicted nnz={hop.nnz}, runtime nnz={z} (line {hop.span.line})")
         # the format the plan predicted (plan.build: the default rule, or a convert's) is the one produced
         fmt = hop.params.get("format") or default_format(r, c, hop.nnz)
-        if (fmt == CSR) != is_sparse(v):
+        got = v.format if is_sparse(v) else DENSE
+        if fmt != got:
             raise AssertionError(f"HOP {hop!r} predicted format {fmt}, runtime value is "
-                                 f"{'CSR' if is_sparse(v) else 'dense'} (line {hop.span.line})")
+                                 f"{got.upper() if got != DENSE else got} (line {hop.span.line})")
 
 
 def _coerce(v: Any, p: Any, fname: str) -> Any:

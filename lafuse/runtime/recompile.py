@@ -180,4 +180,14 @@ def plan_for(interp: Any, b: GenericBlock, st: dict[str, Any]) -> Any:
     if explain in ("recompile_hops", "recompile_runtime"):
         text = render.explain_dag(dag, b) if explain == "recompile_hops" else render.explain_plan(plan, b)
         interp.compiler.explain_out.write(text + "\n")
+    elif explain == "formats":
+        explain_formats(interp, b, plan)
     return plan
+
+
+def explain_formats(interp: Any, b: GenericBlock, plan: Any) -> None:
+    """``--explain formats`` at run time: the format choice of a plan the run builds (with the formats
+    its variables are stored in), where one was weighed."""
+    if plan.layout is not None:
+        lines = [render.generic_header(b)] + ["------" + ln for ln in plan.layout.render().splitlines()]
+        interp.compiler.explain_out.write("\n".join(lines) + "\n")

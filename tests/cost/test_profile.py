@@ -197,3 +197,19 @@ def test_fitted_costs_in_a_profile_file_are_checked():
                                                     "samples": 3}}})
     with pytest.raises(ValueError, match="fitted: not a fitted cost"):
         HardwareProfile.from_dict({"fitted": {"x": {"coef": [1.0]}}})
+
+
+def test_a_fit_over_older_feature_definitions_is_stale_and_not_used():
+    """A profile calibrated before the features changed (cost.fit.FEATURES_VERSION; version 1 wrote no
+    version) still loads, but its fits price nothing: the analytical model does until a calibration."""
+    from lafuse.cost.fit import FEATURES_VERSION, LinearCost
+
+    old = {"coef": [1e-10, 0.0, 2e-11, 1e-6], "r2": 0.9, "median_rel_error": 0.1, "samples": 9}
+    prof = HardwareProfile.from_dict({"fitted": {"mm-csr-dense": old}})
+    f = dict(prof.fitted)["mm-csr-dense"]
+    assert f.version == 1 and not f.current and prof.fitted_cost("mm-csr-dense") is None
+    new = LinearCost((1e-10, 0.0, 2e-11, 1e-6), 0.9, 0.1, 9)
+    assert new.version == FEATURES_VERSION and new.to_dict()["features"] == FEATURES_VERSION
+    assert HardwareProfile(fitted=(("mm-csr-dense", new),)).fitted_cost("mm-csr-dense") == new
+    with pytest.raises(ValueError, match="feature version"):
+        HardwareProfile.from_dict({"fitted": {"x": {**old, "features": 0}}})

@@ -22,9 +22,10 @@ MAX_BRUTE_OPERATIONS = 64  # brute force's recursion is one level per operation 
 MAX_JOINT_CELLS = 1 << 24  # cells of one frontier step's joint table (P ** vertices): ~134 MB of float64
 
 
-def optimize(pb: Problem) -> Annotation:
-    """The optimal annotation: the tree DP for a tree-shaped graph, else the frontier DP."""
-    return tree_dp(pb) if pb.graph.is_tree() else frontier_dp(pb)
+def optimize(pb: Problem, max_cells: int = MAX_JOINT_CELLS) -> Annotation:
+    """The optimal annotation: the tree DP for a tree-shaped graph, else the frontier DP (a ValueError
+    where a frontier step would join more than ``max_cells`` cells)."""
+    return tree_dp(pb) if pb.graph.is_tree() else frontier_dp(pb, max_cells)
 
 
 # ---------------------------------------------------------------- brute force (Alg. 2)
@@ -150,7 +151,7 @@ class _Step:
     arg: np.ndarray  # for each entry of the new table, the dropped axes' formats (flat) that won
 
 
-def frontier_dp(pb: Problem) -> Annotation:
+def frontier_dp(pb: Problem, max_cells: int = MAX_JOINT_CELLS) -> Annotation:
     """Move the frontier one vertex at a time (Alg. 4): merge the classes that hold the vertex's
     arguments, add the vertex's local entry (Eq. 2's first term and its conversions), and minimize
     away the vertices whose results have no use left. A class whose members all leave is closed: its
@@ -174,7 +175,7 @@ def frontier_dp(pb: Problem) -> Annotation:
                 merged.append(c)
         joint = [m for c in merged for m in c.members] + [v]
         J = len(joint)
-        if P ** J > MAX_JOINT_CELLS:
+        if P ** J > max_cells:
             raise ValueError(f"the frontier at vertex {g.vertices[v].name or v} joins {J} results over {P} "
                              f"formats ({P ** J} cells): too entangled for the frontier DP")
         X: np.ndarray | float = 0.0

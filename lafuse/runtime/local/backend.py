@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from lafuse import memory
-from lafuse.formats import CSR, DENSE
+from lafuse.formats import CSC, CSR, DENSE
 from lafuse.hops.hop import Hop
 from lafuse.plan.build import SHAPE_ONLY, scalar_cast
 from lafuse.plan.instructions import LOCAL, Instruction
@@ -25,6 +26,7 @@ from lafuse.runtime.dask.matrix import Blocked
 from lafuse.runtime.local.kernels import bind_args
 from lafuse.runtime.local.kernels_common import norm_scalar
 from lafuse.runtime.values import cast_scalar, is_sparse, to_csr, to_dense
+from lafuse.sparse import sp
 
 
 class LocalBackend:
@@ -44,7 +46,8 @@ class LocalBackend:
         h, op = ins.hop, ins.opcode
         kernels = self.kernels
         if op == "convert":
-            fn: Callable[..., Any] = functools.partial(self.convert, fmt=ins.out_fmt or DENSE)
+            fn: Callable[..., Any] = functools.partial(held_convert if ins.held else self.convert,
+                                                       fmt=ins.out_fmt or DENSE)
         elif h.kind == "spoof":
             fn = spoof_kernel(h, self.threads, self.codegen)
         elif h.kind == "cuboid":  # (a partial plan of fusion.fuseme, its operators in turn)
@@ -88,13 +91,48 @@ class LocalBackend:
             return to_dense(value)
         if fmt == CSR and not is_sparse(value):
             return to_csr(value)
-        return value
+        return convert_sparse(value, fmt)
 
     def collect(self, value: Any) -> Any:
         return value
 
     def settle(self) -> None:
         pass
+
+
+def convert_sparse(value: Any, fmt: str) -> Any:
+    """A sparse value in CSR or CSC as planned (plan.layout.local); a dense one as it is: a format the
+    kernel decided at run time may be dense where CSR was predicted, and every kernel takes dense."""
+    if fmt in (CSR, CSC) and is_sparse(value) and value.format != fmt:
+        return sp.csr_array(value) if fmt == CSR else sp.csc_array(value)
+    return value
+
+
+# the conversions kept with variables' values: id(value) -> (a weak reference to it, format, converted).
+# A value is never changed in place once a variable holds it (interp._lix_inplace updates only dense
+# arrays it owns), so a converted form stays right for as long as the value lives.
+_HELD: dict[int, tuple[Any, str, Any]] = {}
+
+
+def held_convert(value: Any, fmt: str) -> Any:
+    """``value`` in ``fmt``, converted once per value: a loop that reads a variable it does not assign
+    converts it in its first iteration only (plan.layout.local's ``hold``)."""
+    if not is_sparse(value) or value.format == fmt:
+        return value
+    key = id(value)
+    got = _HELD.get(key)
+    if got is not None and got[0]() is value and got[1] == fmt:
+        return got[2]
+    out = convert_sparse(value, fmt)
+    def drop(_ref: Any, key: int = key) -> None:
+        _HELD.pop(key, None)
+
+    try:
+        ref = weakref.ref(value, drop)
+    except TypeError:  # (a value that takes no weak reference: converted each time)
+        return out
+    _HELD[key] = (ref, fmt, out)
+    return out
 
 
 def _whole_mm(whole: Callable[..., Any], plan: Any, *args: Any) -> Any:
