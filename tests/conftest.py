@@ -19,6 +19,11 @@ os.environ.setdefault("LAFUSE_AUTO_CALIBRATE", "0")
 # nor Numba started at launch because an earlier run of a script used kernels (test_deferred.py)
 os.environ.setdefault("LAFUSE_NUMBA_PRESTART", "0")
 
+# one hardware profile for every run of the suite, whatever this machine calibrated (or did not): the
+# optimizer's cost-based choices (sum-product rewrites, fusion plans, formats) that tests assert are
+# then the same on every machine (tests of calibration set their own profile)
+os.environ.setdefault("LAFUSE_PROFILE", os.path.join(os.path.dirname(__file__), "fixtures", "profile.json"))
+
 from hypothesis import settings  # noqa: E402
 
 # CI runs a fixed, reproducible example set (a red CI must mean a real regression); local runs

@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler
@@ -174,12 +176,13 @@ for (j in 1:ncol(X)) {
 }
 S = t(X) %*% y + t(X) %*% (X %*% v)
 Q = X * 2
+T = t(X) %*% X
 """
     y = rng.standard_normal((n, 1))
     y[::5] = np.nan
     v = rng.standard_normal((m, 1))
     inputs = {"X": x, "y": y, "v": v}
-    outs = ("R", "S", "Q")
+    outs = ("R", "S", "Q", "T")
     got, _, _ = run(text, inputs, outputs=outs)
     ref, _, _ = run(text, inputs, formats="rule", outputs=outs)
     for k in outs:
@@ -237,3 +240,55 @@ def test_explain_formats_lists_the_choice_and_the_runner_up(tmp_path):
                            "--explain", "runtime"], capture_output=True, text=True, timeout=120)
     assert rule.returncode == 0 and "held" not in rule.stdout
     assert rule.stdout.strip().splitlines()[-1] == out.stdout.strip().splitlines()[-1]  # the same sum
+
+
+FORCED = """
+R = matrix(0, rows=1, cols=ncol(X))
+for (j in 1:ncol(X)) {
+  R[1, j] = sum(X[, j]) + sum(X[1:min(3, nrow(X)), j])
+}
+S = t(X) %*% y + t(X) %*% (X %*% v) + t(X) %*% X %*% v
+Q = (X * 2) %*% v
+"""
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 120), m=st.integers(1, 30), density=st.sampled_from([0.0, 0.002, 0.05, 0.3]),
+       specials=st.booleans(), seed=st.integers(0, 10**6))
+def test_forced_csc_choices_give_the_values_of_the_default_formats(n, m, density, specials, seed):
+    """With CSC made free (every implementation with CSC in its name and the conversion to it cost
+    nothing), the DP converts wherever a kernel takes CSC: values must stay those of the default
+    formats, NaN/Inf, empty and vector shapes included."""
+    rng = np.random.default_rng(seed)
+    x = sp.random_array((n, m), density=density, format="csr", rng=seed)
+    if specials and x.nnz:
+        x.data[rng.integers(0, x.nnz, size=max(1, x.nnz // 4))] = rng.choice([np.nan, np.inf, -np.inf])
+    y = rng.standard_normal((n, 1))
+    v = rng.standard_normal((m, 1))
+    inputs = {"X": x, "y": y, "v": v}
+    real = Prices.__call__
+
+    def csc_free(self, name, *a):
+        return 0.0 if "csc" in name else 1.0 + real(self, name, *a)
+
+    outs = ("R", "S", "Q")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Prices, "__call__", csc_free)
+        got, _, plans = run(FORCED, inputs, outputs=outs)
+    ref, _, _ = run(FORCED, inputs, formats="rule", outputs=outs)
+    for k in outs:
+        assert same(got[k], ref[k]), k
+
+
+def test_with_csc_free_the_plans_do_convert():
+    """The property test's premise: making CSC free does make the DP convert (a 200 x 30 X at 5%)."""
+    x = sparse_x(200, 30, 0.05)
+    rng = np.random.default_rng(5)
+    inputs = {"X": x, "y": rng.standard_normal((200, 1)), "v": rng.standard_normal((30, 1))}
+    real = Prices.__call__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Prices, "__call__", lambda self, name, *a: 0.0 if "csc" in name else 1.0 + real(self, name, *a))
+        got, _, plans = run(FORCED, inputs, outputs=("S",))
+    assert any(f == "csc" for f, _ in conversions(plans))
+    ref, _, _ = run(FORCED, inputs, formats="rule", outputs=("S",))
+    assert np.allclose(dense(got["S"]), dense(ref["S"]))

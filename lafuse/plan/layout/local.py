@@ -386,9 +386,10 @@ def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, own
 
     before: dict[int, list[Instruction]] = {}  # id(instruction) -> conversions to run before it
     made: dict[tuple[int, str, bool], int] = {}
-    swaps: dict[int, dict[int, int]] = {}  # id(reader) -> {old register: new}
+    swaps: dict[int, dict[int, int]] = {}  # id(reader) -> {argument position: the converted register}
     for v, ins in owner.items():
         vx = g.vertices[v]
+        at = [i for i, r in enumerate(ins.args) if r in producer]  # (vertex argument j is ins.args[at[j]])
         for j, a in enumerate(vx.args):
             chain = ann.transforms.get((v, j), ())
             held = a in holds and ann.impl[a] == "held-csc"
@@ -412,13 +413,13 @@ def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, own
                 if kept:
                     c.hop.params["held"] = _reps(g.vertices[a].op)
                 before.setdefault(id(ins), []).append(c)
-            swaps.setdefault(id(ins), {})[reg] = made[key]
+            swaps.setdefault(id(ins), {})[at[j]] = made[key]
     out: list[Instruction] = []
     for ins in instrs:
         out += before.get(id(ins), [])
         sw = swaps.get(id(ins))
         if sw:
-            ins.args = [sw.get(a, a) for a in ins.args]
+            ins.args = [sw.get(i, r) for i, r in enumerate(ins.args)]
         out.append(ins)
     return out, nregs
 

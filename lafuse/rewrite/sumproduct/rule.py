@@ -159,10 +159,17 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
                 verdicts.record(rkey)
                 dag.planned.add(("none", sig))
             continue
-        if key in dag.planned:
-            clean = False  # (the same region under another root: decided there, maybe by cost)
+        # the same region (its sum-product form over the same leaf HOPs) was decided before in this DAG,
+        # under another root or in an earlier round, by the same measure: cost, or work where the DAG is
+        # small. A rewrite can make the DAG small: the work measure then decides its regions again, so
+        # that rewriting the result once more finds nothing (the rule's fixpoint)
+        if small is None:
+            small = sum(op_work(x) for x in walk(dag.roots) if not x.is_literal) < SMALL_WORK
+        here = (key, _leaf_ids(regions), small)
+        if here in dag.planned:
+            clean = False  # (decided there, maybe by cost)
             continue
-        dag.planned.add(key)
+        dag.planned.add(here)
         # a block recompiled with the same sizes repeats its decision (the cost is the same)
         seen = (key, tuple(ctx.n_consumers(x) for x in regions[-1].absorbed),
                 getattr(ctx.cfg, "codegen", None), getattr(ctx.cfg, "fusion", None), ctx.cost is None,
@@ -202,6 +209,12 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
         verdicts.record(dkey)
         dag.planned.add(shape)
     return changed
+
+
+def _leaf_ids(regions: list[Region]) -> tuple[int, ...]:
+    """The HOPs the regions read without absorbing them, by id."""
+    inside = {x.id for r in regions for x in r.absorbed}
+    return tuple(sorted({i.id for r in regions for x in r.absorbed for i in x.inputs if i.id not in inside}))
 
 
 def _alone(h: Hop) -> bool:
