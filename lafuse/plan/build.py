@@ -139,7 +139,7 @@ def build(dag: Dag, chains: bool = True, reuse_buffers: bool = True, exec_mode: 
         from lafuse.cost import profile  # deferred: the format search, only for a plan with a sparse value
         from lafuse.plan.layout import local
 
-        instrs, nregs, layout = local.choose(instrs, nregs, profile.load(), held, st)
+        instrs, nregs, layout = local.choose(instrs, nregs, profile.load(), convert_instruction, held, st)
     # (under auto a plan whose operators all stay here moves nothing; under dask a variable may be distributed)
     if exec_mode == "dask" or any(i.exec_type != LOCAL for i in instrs):
         instrs, writes, result, nregs = _moves(instrs, writes, result, nregs, {reg[h.id]: h for h in order},

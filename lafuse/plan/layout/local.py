@@ -25,6 +25,7 @@ form with the value (runtime.local.backend: held conversions).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,13 +252,17 @@ def _value_format(v: Any) -> tuple[str, int] | None:
     return None
 
 
-def choose(instrs: list[Instruction], nregs: int, prof: Any, held: dict[str, float] | None = None,
+Convert = Callable[[Any, int, int, str], Instruction]  # (source HOP, register, new register, format)
+
+
+def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, held: dict[str, float] | None = None,
            st: dict[str, Any] | None = None) -> tuple[list[Instruction], int, Layout | None]:
     """The plan's instructions with the chosen conversions inserted (and the new register count), and
     what was decided; the instructions unchanged (Layout None) where no sparse value meets an operator
     that a format choice could change. ``held``: variables read in loops that do not assign them, and
     the executions a conversion kept with the value is amortized over; ``st``: the symbol table when
-    the runtime plans the block (a variable's format as stored)."""
+    the runtime plans the block (a variable's format as stored); ``convert`` makes a conversion's
+    instruction (plan.build's)."""
     held = held or {}
     producer: dict[int, Instruction] = {}
     fmt: dict[int, str] = {}
@@ -333,7 +338,7 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, held: dict[str, flo
     base = _default_cost(pb)
     if ann.cost >= base:  # (ties keep the default: no conversion for nothing)
         return instrs, nregs, Layout(pb, ann, labels, base)
-    instrs, nregs = _apply(instrs, nregs, g, ann, owner, holds, producer, {v: r for r, v in vert.items()})
+    instrs, nregs = _apply(instrs, nregs, g, ann, owner, holds, producer, {v: r for r, v in vert.items()}, convert)
     return instrs, nregs, Layout(pb, ann, labels, base)
 
 
@@ -379,11 +384,9 @@ def _default_cost(pb: Problem) -> float:
 
 def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, owner: dict[int, Instruction],
            holds: dict[int, tuple[int, Instruction]], producer: dict[int, Instruction],
-           vert_reg: dict[int, int]) -> tuple[list[Instruction], int]:
+           vert_reg: dict[int, int], convert: Convert) -> tuple[list[Instruction], int]:
     """Conversion instructions where the annotation transforms an edge or holds a CSC form, each
     register converted once per target format, placed right before its first reader."""
-    from lafuse.plan.build import convert_instruction  # deferred: build calls this stage
-
     before: dict[int, list[Instruction]] = {}  # id(instruction) -> conversions to run before it
     made: dict[tuple[int, str, bool], int] = {}
     swaps: dict[int, dict[int, int]] = {}  # id(reader) -> {argument position: the converted register}
@@ -408,7 +411,7 @@ def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, own
                 made[key] = nregs
                 nregs += 1
                 src = producer[reg].hop
-                c = convert_instruction(src, reg, made[key], target)
+                c = convert(src, reg, made[key], target)
                 c.held = kept
                 if kept:
                     c.hop.params["held"] = _reps(g.vertices[a].op)
