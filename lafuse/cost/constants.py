@@ -19,7 +19,8 @@ DEFAULT_ELEMENTWISE_RATE = 5.0e8  # cells/s, simple binary op (x + y) on cache-r
 DEFAULT_TRANSCENDENTAL_RATE = 1.0e8  # cells/s, exp/log/tanh
 DEFAULT_SPARSE_RATE = 2.0e8  # non-zeros/s, CSR traversal (sparse-dense products, aggregates)
 # s per row of a CSR (column of a CSC) operand a SciPy kernel loops over, beside its non-zeros: a tall
-# CSR matrix of short rows pays it (1e6 x 100 at 5%: X %*% v 8.0 ms as CSR, 4.1 as CSC, here)
+# CSR matrix of short rows pays it (1e6 x 100 at 5%: X %*% v 7.8 ms as CSR, 4.2 as CSC, here;
+# benchmarks/sparse_forms.py)
 SPARSE_SEGMENT_TIME = 4.0e-9
 HELD_LOOKUP_TIME = 1.0e-6  # s, finding the converted form kept with a variable's value (plan.layout.local)
 DEFAULT_INSTRUCTION_OVERHEAD = 1.0e-5  # s, interpreter dispatch + bookkeeping per instruction

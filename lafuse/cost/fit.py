@@ -108,10 +108,11 @@ def random_bytes(impl: str, m: float, k: float, n: float, nnz: float) -> float:
     """Bytes a sparse product gathers at random: a CSR-type kernel (a CSR operand, or a CSC one read
     transposed) reads, per non-zero, a row of the dense operand; where that operand is larger than
     RANDOM_ACCESS_MIN_BYTES and its rows hold several columns, each is a miss. Scattering (CSC-type)
-    writes the output's rows in each column's sorted order and was not slower here. Measured: t(X) %*% Q
-    (X 1e5 x 200 at 2%, Q 20 columns) 2.4 ms through a CSR X (CSC-type: it scatters), 4.5 through a CSC
-    one (it gathers Q's rows); with one column (X %*% v, t(X) %*% y) CSC was the faster form (2e5 x 100
-    at 5%: 0.7 against 1.6 ms), so single columns count no random bytes."""
+    writes the output's rows in each column's sorted order and was not slower here. Measured
+    (benchmarks/sparse_forms.py): t(X) %*% Y with Y of 5 columns (X 2e5 x 100 at 5%) 2.6 ms through a
+    CSR X (CSC-type: it scatters), 3.4 through a CSC one (it gathers Y's rows); with one column
+    (X %*% v, t(X) %*% y on a 1e6 x 100 X at 5%) CSC was the faster form, 4.2-4.7 against 7.8-8.3 ms,
+    so single columns count no random bytes."""
     if impl == "mm-csr-dense":  # gathers rows of B (k x n)
         big, cols = 8.0 * k * n, n
     elif impl == "mm-dense-csc":  # (B^T A^T)^T: B^T is CSR-type, gathering rows of A^T (k x m)

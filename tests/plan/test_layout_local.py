@@ -210,8 +210,8 @@ for (j in 1:ncol(X)) {
 
 def test_the_costs_order_the_forms_as_measured():
     """Analytical costs: a column slice is dear on CSR and cheap on CSC, a row slice the other way;
-    a tall CSR matrix's product pays per row (1e6 x 100 at 5%: 8.0 ms as CSR, 4.1 as CSC, here, where
-    `lafuse calibrate` measured 1.5e9 non-zeros/s)."""
+    a tall CSR matrix's product pays per row (1e6 x 100 at 5%: 7.8 ms as CSR, 4.2 as CSC, here, where
+    `lafuse calibrate` measured 1.5e9 non-zeros/s; benchmarks/sparse_forms.py)."""
     price = Prices(HardwareProfile(sparse_rate=1.5e9))
     x = MType(200000, 500, 1000000)
     col, row = MType(200000, 1, -1), MType(1, 500, -1)
