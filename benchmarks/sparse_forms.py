@@ -29,20 +29,23 @@ def _ms(f: Callable[[], object], reps: int = 21) -> float:
     return statistics.median(times) * 1e3
 
 
+def _row(x: sp.csr_array, v: np.ndarray, y: np.ndarray) -> list[str]:
+    """One matrix's kernels as CSR and as CSC."""
+    c = x.tocsc()
+    return [f"X %*% V {_ms(lambda: x @ v):.2f} / {_ms(lambda: c @ v):.2f}",
+            f"t(X) %*% Y {_ms(lambda: x.T @ y):.2f} / {_ms(lambda: c.T @ y):.2f}",
+            f"X[, j] {_ms(lambda: x[:, [5]]):.3f} / {_ms(lambda: c[:, [5]]):.3f}",
+            f"X[i, ] {_ms(lambda: x[[5], :]):.3f} / {_ms(lambda: c[[5], :]):.3f}",
+            f"CSR -> CSC {_ms(x.tocsc, 5):.2f}"]
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     print("X rows x cols at density, k columns of the dense operand; ms, CSR / CSC")
     for n, m, d, k in CASES:
         x = sp.random_array((n, m), density=d, format="csr", rng=0)
-        c = x.tocsc()
-        v, y = rng.random((m, k)), rng.random((n, k))
-        row = [f"X {n} x {m} at {d:.0%}, k={k}:",
-               f"X %*% V {_ms(lambda: x @ v):.2f} / {_ms(lambda: c @ v):.2f}",
-               f"t(X) %*% Y {_ms(lambda: x.T @ y):.2f} / {_ms(lambda: c.T @ y):.2f}",
-               f"X[, j] {_ms(lambda: x[:, [5]]):.3f} / {_ms(lambda: c[:, [5]]):.3f}",
-               f"X[i, ] {_ms(lambda: x[[5], :]):.3f} / {_ms(lambda: c[[5], :]):.3f}",
-               f"CSR -> CSC {_ms(x.tocsc, 5):.2f}"]
-        print("  ".join(row))
+        row = _row(x, rng.random((m, k)), rng.random((n, k)))
+        print("  ".join([f"X {n} x {m} at {d:.0%}, k={k}:", *row]))
 
 
 if __name__ == "__main__":
