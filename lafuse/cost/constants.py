@@ -23,6 +23,9 @@ DEFAULT_SPARSE_RATE = 2.0e8  # non-zeros/s, CSR traversal (sparse-dense products
 # benchmarks/sparse_forms.py)
 SPARSE_SEGMENT_TIME = 4.0e-9
 HELD_LOOKUP_TIME = 1.0e-6  # s, finding the converted form kept with a variable's value (plan.layout.local)
+# s per execution of a block: a format choice saving less keeps the default formats (the conversion's
+# own instruction costs about this much to dispatch, and the estimates of small kernels err more)
+LAYOUT_MIN_SAVING = 2.0e-5
 DEFAULT_INSTRUCTION_OVERHEAD = 1.0e-5  # s, interpreter dispatch + bookkeeping per instruction
 DEFAULT_MATRIX_OP_OVERHEAD = 2.0e-5  # s, the same for an instruction on (small) matrices: kernel entry
 DEFAULT_RAND_RATE = 5.0e7  # cells/s, dense rand() through lafuse's SystemDS-compatible generator

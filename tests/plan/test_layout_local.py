@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 
 from lafuse import config as cfgmod
 from lafuse.compiler import Compiler
+from lafuse.cost import constants as K
 from lafuse.cost import profile
 from lafuse.cost.profile import HardwareProfile
+from lafuse.formats import CSC as CSC_
 from lafuse.hops.program import GenericBlock, iter_blocks
-from lafuse.plan.layout import brute_force, optimize
+from lafuse.plan.layout import brute_force, local, optimize
 from lafuse.plan.layout.graph import MType
 from lafuse.plan.layout.local import ANY, Prices, _mm_cost, _slice_cost
 from lafuse.runtime.interp import Interpreter
@@ -242,6 +244,16 @@ def test_explain_formats_lists_the_choice_and_the_runner_up(tmp_path):
     assert rule.stdout.strip().splitlines()[-1] == out.stdout.strip().splitlines()[-1]  # the same sum
 
 
+def csc_free(mp: pytest.MonkeyPatch) -> None:
+    """Costs under which CSC is free and CSR dear wherever a kernel takes either (products, slices),
+    the conversion to CSC costs nothing and any saving is taken: the DP converts wherever it may."""
+    mp.setattr(local, "_mm_cost", lambda price, a, fa, b, fb: 0.0 if CSC_ in (fa, fb) else 1.0)
+    mp.setattr(local, "_slice_cost", lambda price, x, fmt, out: 0.0 if fmt == CSC_ else 1.0)
+    real = Prices.__call__
+    mp.setattr(Prices, "__call__", lambda self, name, *a: 0.0 if name == "to-csc" else real(self, name, *a))
+    mp.setattr(K, "LAYOUT_MIN_SAVING", 0.0)
+
+
 FORCED = """
 R = matrix(0, rows=1, cols=ncol(X))
 for (j in 1:ncol(X)) {
@@ -256,9 +268,8 @@ Q = (X * 2) %*% v
 @given(n=st.integers(1, 120), m=st.integers(1, 30), density=st.sampled_from([0.0, 0.002, 0.05, 0.3]),
        specials=st.booleans(), seed=st.integers(0, 10**6))
 def test_forced_csc_choices_give_the_values_of_the_default_formats(n, m, density, specials, seed):
-    """With CSC made free (every implementation with CSC in its name and the conversion to it cost
-    nothing), the DP converts wherever a kernel takes CSC: values must stay those of the default
-    formats, NaN/Inf, empty and vector shapes included."""
+    """With CSC made free (csc_free), the DP converts wherever a kernel takes CSC: values must stay
+    those of the default formats, NaN/Inf, empty and vector shapes included."""
     rng = np.random.default_rng(seed)
     x = sp.random_array((n, m), density=density, format="csr", rng=seed)
     if specials and x.nnz:
@@ -266,14 +277,9 @@ def test_forced_csc_choices_give_the_values_of_the_default_formats(n, m, density
     y = rng.standard_normal((n, 1))
     v = rng.standard_normal((m, 1))
     inputs = {"X": x, "y": y, "v": v}
-    real = Prices.__call__
-
-    def csc_free(self, name, *a):
-        return 0.0 if "csc" in name else 1.0 + real(self, name, *a)
-
     outs = ("R", "S", "Q")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Prices, "__call__", csc_free)
+        csc_free(mp)
         got, _, plans = run(FORCED, inputs, outputs=outs)
     ref, _, _ = run(FORCED, inputs, formats="rule", outputs=outs)
     for k in outs:
@@ -285,10 +291,23 @@ def test_with_csc_free_the_plans_do_convert():
     x = sparse_x(200, 30, 0.05)
     rng = np.random.default_rng(5)
     inputs = {"X": x, "y": rng.standard_normal((200, 1)), "v": rng.standard_normal((30, 1))}
-    real = Prices.__call__
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Prices, "__call__", lambda self, name, *a: 0.0 if "csc" in name else 1.0 + real(self, name, *a))
-        got, _, plans = run(FORCED, inputs, outputs=("S",))
+        csc_free(mp)
+        got, _, plans = run(FORCED, inputs, outputs=("R", "S"))
     assert any(f == "csc" for f, _ in conversions(plans))
-    ref, _, _ = run(FORCED, inputs, formats="rule", outputs=("S",))
-    assert np.allclose(dense(got["S"]), dense(ref["S"]))
+    ref, _, _ = run(FORCED, inputs, formats="rule", outputs=("R", "S"))
+    assert same(got["R"], ref["R"]) and np.allclose(dense(got["S"]), dense(ref["S"]))
+
+
+def test_a_saving_within_the_models_error_keeps_the_default_formats(monkeypatch):
+    """A saving below cost.constants.LAYOUT_MIN_SAVING an execution (here raised to a second) keeps
+    the default formats, and ``--explain formats`` says so; the same plan converts at the real one."""
+    x = sparse_x()
+    _, _, plans = run(COLS, {"X": x})
+    assert ("csc", True) in conversions(plans)
+    monkeypatch.setattr(K, "LAYOUT_MIN_SAVING", 1.0)
+    _, _, plans = run(COLS, {"X": x})
+    assert conversions(plans) == []
+    lays = [p.layout for p in plans if p.layout is not None]
+    assert lays and not any(lay.applied for lay in lays)
+    assert any("not taken" in lay.render(runner_up=False) for lay in lays)

@@ -46,6 +46,7 @@ DIMS = frozenset({"nrow", "ncol", "length"})
 # a frontier step's joint table at planning time (4 formats: 8 entangled results); a plan more entangled
 # keeps the default formats rather than spend planning time (the search's cost grows with it)
 PLAN_MAX_JOINT_CELLS = 4 ** 8
+LAYOUT_MIN_GAIN = 0.05  # relative: a plan's formats change only for a saving beyond this (and K.LAYOUT_MIN_SAVING)
 
 
 def _flip(fmt: str) -> str:
@@ -108,11 +109,13 @@ def _slice_cost(price: Prices, x: MType, fmt: str, out: MType) -> float:
             "slice-minor", x.rows, x.cols, out.cols, _nnz(x))
     rows, cols = (x.rows, x.cols) if fmt == CSR else (x.cols, x.rows)
     take_major, take_minor = (out.rows, out.cols) if fmt == CSR else (out.cols, out.rows)
-    cost = price("slice-major", rows, cols, take_major, _nnz(x))
-    if take_minor < cols:  # the minor axis cut too: a search over the taken rows (columns)
-        part = _nnz(x) * take_major / max(rows, 1)
-        cost += price("slice-minor", take_major, cols, take_minor, part)
-    return cost
+    if take_minor >= cols:  # whole rows (CSR) or columns (CSC): only those are read
+        return price("slice-major", rows, cols, take_major, _nnz(x))
+    if take_major >= rows:  # across the compressed axis: every row (column) searched
+        return price("slice-minor", rows, cols, take_minor, _nnz(x))
+    # both cut: the taken rows (columns), then a search over them
+    part = _nnz(x) * take_major / max(rows, 1)
+    return price("slice-major", rows, cols, take_major, _nnz(x)) + price("slice-minor", take_major, cols, take_minor, part)
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ class Layout:
     annotation: Annotation
     labels: dict[int, str]
     default_cost: float
+    applied: bool = True  # False: the saving was too small, the plan keeps the default formats
 
     def rows(self, runner_up: bool = True) -> list[Row]:
         rows = explain(self.problem, self.annotation, runner_up)
@@ -218,6 +222,8 @@ class Layout:
     def render(self, runner_up: bool = True) -> str:
         head = (f"formats: estimated {self.annotation.cost:.4g} s against {self.default_cost:.4g} s "
                 f"with every sparse value CSR")
+        if not self.applied and self.annotation.cost < self.default_cost:
+            head += "; a saving this small is not taken: the plan keeps every sparse value CSR"
         return head + "\n" + render(self.rows(runner_up))
 
 
@@ -336,8 +342,9 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, h
     if not ann.feasible:
         return instrs, nregs, None
     base = _default_cost(pb)
-    if ann.cost >= base:  # (ties keep the default: no conversion for nothing)
-        return instrs, nregs, Layout(pb, ann, labels, base)
+    if base - ann.cost < max(K.LAYOUT_MIN_SAVING, LAYOUT_MIN_GAIN * base):
+        # (a saving within the model's error or an instruction's dispatch keeps the default formats)
+        return instrs, nregs, Layout(pb, ann, labels, base, applied=False)
     instrs, nregs = _apply(instrs, nregs, g, ann, owner, holds, producer, {v: r for r, v in vert.items()}, convert)
     return instrs, nregs, Layout(pb, ann, labels, base)
 
