@@ -46,6 +46,8 @@ DIMS = frozenset({"nrow", "ncol", "length"})
 # a frontier step's joint table at planning time (4 formats: 8 entangled results); a plan more entangled
 # keeps the default formats rather than spend planning time (the search's cost grows with it)
 PLAN_MAX_JOINT_CELLS = 4 ** 8
+MAX_SOLVED = 256  # problems whose answers are kept (per process)
+_SOLVED: dict[tuple, tuple[Problem, Annotation | None, float]] = {}
 LAYOUT_MIN_GAIN = 0.05  # relative: a plan's formats change only for a saving beyond this (and K.LAYOUT_MIN_SAVING)
 
 
@@ -334,14 +336,23 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, h
         owner[v] = ins
         if ins.hop.dt == MATRIX:
             vert[ins.out] = v
-    pb = Problem(g, catalogue(ops, prof))
-    try:
-        ann = optimize(pb, PLAN_MAX_JOINT_CELLS)
-    except ValueError:  # (a frontier too entangled for the DP: the default formats stay)
+    # a block planned again (a recompilation, another compile of the script) poses the same problem:
+    # its answer is kept, keyed by the graph, the profile and the cost functions
+    key = (tuple(g.vertices), prof, Prices.__call__, _mm_cost, _slice_cost)
+    solved = _SOLVED.get(key)
+    if solved is None:
+        pb = Problem(g, catalogue(ops, prof))
+        try:
+            ann: Annotation | None = optimize(pb, PLAN_MAX_JOINT_CELLS)
+        except ValueError:  # (a frontier too entangled for the DP: the default formats stay)
+            ann = None
+        solved = (pb, ann, _default_cost(pb) if ann is not None and ann.feasible else math.inf)
+        if len(_SOLVED) >= MAX_SOLVED:
+            _SOLVED.pop(next(iter(_SOLVED)))
+        _SOLVED[key] = solved
+    pb, ann, base = solved
+    if ann is None or not ann.feasible:
         return instrs, nregs, None
-    if not ann.feasible:
-        return instrs, nregs, None
-    base = _default_cost(pb)
     if base - ann.cost < max(K.LAYOUT_MIN_SAVING, LAYOUT_MIN_GAIN * base):
         # (a saving within the model's error or an instruction's dispatch keeps the default formats)
         return instrs, nregs, Layout(pb, ann, labels, base, applied=False)
