@@ -163,7 +163,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "codegen_literals": ("args", "constants", "cslh"),
     "explain": (None, "hops", "fused", "codegen", "runtime", "formats", "cost", "recompile_hops", "recompile_runtime"),
     "dist_fused": ("cost", "bfo", "rfo", "cfo"),  # (plan.fusedstrategy.KINDS)
-    "formats": ("dp", "rule"),  # (plan.fusedstrategy.KINDS)
+    "formats": ("dp", "rule"),  # (plan.layout.local, or lafuse.formats' rule alone)
     "mm_method": (None, "tsmm", "mapmmchain", "mapmm_l", "mapmm_r", "zipmm", "cpmm", "rmm"),  # (mmstrategy.METHODS)
 }
 _LOWER: dict[str, tuple[float, bool]] = {"threads": (1, True), "stats_top": (0, True), "memory_budget": (0, False),

@@ -89,8 +89,10 @@ def explain_codegen(plan: Any) -> str:
 
 def _pred(d: Dag, depth: int, mode: str, compiler: Any) -> list[str]:
     pad = "--" * depth
-    if mode in ("hops", "fused", "codegen", "formats"):
-        return [f"{pad}{hop_line(h)}" for h in d.hops()] if mode != "formats" else []
+    if mode == "formats":  # (a predicate's plan weighs no format)
+        return []
+    if mode in ("hops", "fused", "codegen"):
+        return [f"{pad}{hop_line(h)}" for h in d.hops()]
     return [f"{pad}" + ln for ln in explain_plan(compiler.plan_dag(d), None, "").splitlines()]
 
 

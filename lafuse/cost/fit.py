@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lafuse.formats import CSC, CSR, format_bytes
+
 FEATURES = ("flops", "net_bytes", "bytes", "blocks")  # paper 002 §7's four features, in this order
 # what a fit's features mean (local_features): a fit of other definitions is stale, and the cost model
 # uses the analytical costs instead until `lafuse calibrate` measures again. 2: rows per CSR/columns per
@@ -126,8 +128,8 @@ def local_features(impl: str, m: float, k: float, n: float, nnz: float) -> tuple
     """(FLOPs, network bytes, bytes, blocks) of one run of a local implementation. ``slice-major``
     takes n rows of a CSR A (or n columns of a CSC one, with m and k swapped): only their non-zeros
     are read; ``slice-minor`` takes n columns of a CSR A (rows of a CSC one): every row is searched."""
-    csr = 12.0 * nnz + 4.0 * (m + 1)
-    csc = 12.0 * nnz + 4.0 * (k + 1)
+    csr = format_bytes(CSR, m, k, nnz)
+    csc = format_bytes(CSC, m, k, nnz)
     if impl == "mm-dense-dense":
         return 2.0 * m * k * n, 0.0, 8.0 * (m * k + k * n + m * n), 1.0
     rand = random_bytes(impl, m, k, n, nnz)

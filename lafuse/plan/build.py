@@ -22,6 +22,7 @@ from lafuse.hops.program import Dag
 from lafuse.lang.builtins import SPECS
 from lafuse.plan import exectype, fusedstrategy, mmstrategy
 from lafuse.plan.instructions import DASK, LOCAL, Instruction, Plan
+from lafuse.sparse import sp
 
 # NumPy's own threshold for eliding temporaries (NPY_MIN_ELIDE_BYTES): below it a new array comes
 # from the allocator's cache and the run-time checks of an in-place result (runtime.reuse) would
@@ -167,9 +168,13 @@ def _may_be_sparse(instrs: list[Instruction], st: dict[str, Any] | None) -> bool
     for ins in instrs:
         if ins.out_fmt == CSR:
             return True
-        if st is not None and ins.opcode == "tread" and type(st.get(ins.hop.name or "")).__name__.startswith("csr"):
+        if st is not None and ins.opcode == "tread" and _stored_csr(st.get(ins.hop.name or "")):
             return True
     return False
+
+
+def _stored_csr(v: Any) -> bool:
+    return bool(sp.issparse(v)) and v.format == CSR
 
 
 def _follows_distributed(ins: Instruction, on_dask: set[int], users: dict[int, list[Hop]]) -> bool:

@@ -27,7 +27,6 @@ class Instruction:
     reads: list[Hop] | None = None  # the HOPs of ``args`` where they are not ``hop.inputs`` (read-through, mmchain)
     exec_type: str = LOCAL
     out_fmt: str | None = None  # formats.DENSE / CSR as the default rule predicts it (CSC: a planned conversion); None: decided at run time
-    held: bool = False  # a conversion of a variable's value kept with the value (plan.layout.local)
     transposed: tuple[bool, bool] | None = None  # a product's operands read transposed in place
     chain: tuple[bool, bool] | None = None  # mmchain: (w is the left operand of *, result transposed)
     pattern: Any = None  # a sampled sum's description (hops.patterns.SampledSum: its operators and sides)
@@ -44,6 +43,12 @@ class Instruction:
     stats_of: Any = None
     t_sum: float = 0.0
     runs: int = 0
+
+    @property
+    def held(self) -> bool:
+        """A conversion of a variable's value kept with the value (plan.layout.local: its HOP holds the
+        executions the conversion is amortized over, which the cost model reads)."""
+        return self.opcode == "convert" and "held" in self.hop.params
 
     @property
     def cplan(self) -> Any:

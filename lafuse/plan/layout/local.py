@@ -298,7 +298,7 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, h
     vert: dict[int, int] = {}  # register -> its vertex
     labels: dict[int, str] = {}
     owner: dict[int, Instruction] = {}  # operation vertex -> its instruction
-    holds: dict[int, tuple[int, Instruction]] = {}  # hold vertex -> (register, the read)
+    holds: dict[int, tuple[int, float]] = {}  # hold vertex -> (register, executions it amortizes over)
     ops: set[Op] = set()
 
     def source(r: int) -> int:
@@ -327,7 +327,7 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, h
                 ops.add(hop)
                 v = g.add(hop.name, g.vertices[v].m, v, name=f"hold _r{a}")
                 labels[v] = f"{labels[vert[a]]} held"
-                holds[v] = (a, ins)
+                holds[v] = (a, reps)
             args.append(v)
         ops.add(op)
         m = _mtype(ins.hop) if ins.hop.dt == MATRIX else MType(1, 1, 1)
@@ -360,11 +360,6 @@ def choose(instrs: list[Instruction], nregs: int, prof: Any, convert: Convert, h
     return instrs, nregs, Layout(pb, ann, labels, base)
 
 
-def _reps(op: str) -> float:
-    """The executions a hold vertex (op ``hold<reps>``) amortizes its conversion over."""
-    return float(op[len("hold"):])
-
-
 def _matrix_args(ins: Instruction, producer: dict[int, Instruction]) -> int:
     return sum(1 for a in ins.args if a in producer)
 
@@ -379,7 +374,6 @@ def _default_cost(pb: Problem) -> float:
     """The cost with no conversion: every operation on the formats its arguments have (holds keep)."""
     g = pb.graph
     fmt = {i: str(v.fmt) for i, v in enumerate(g.vertices) if v.op == "source"}
-    ann = Annotation(0.0)
     total = 0.0
     for v in g.operations():
         vx = g.vertices[v]
@@ -393,7 +387,7 @@ def _default_cost(pb: Problem) -> float:
             if out is not None:
                 c = float(impl.cost(ms, fs, vx.m))
                 if c < best:
-                    best, fmt[v], ann.impl[v] = c, out, impl.name
+                    best, fmt[v] = c, out
         if best == math.inf:
             return math.inf
         total += best
@@ -401,7 +395,7 @@ def _default_cost(pb: Problem) -> float:
 
 
 def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, owner: dict[int, Instruction],
-           holds: dict[int, tuple[int, Instruction]], producer: dict[int, Instruction],
+           holds: dict[int, tuple[int, float]], producer: dict[int, Instruction],
            vert_reg: dict[int, int], convert: Convert) -> tuple[list[Instruction], int]:
     """Conversion instructions where the annotation transforms an edge or holds a CSC form, each
     register converted once per target format, placed right before its first reader."""
@@ -430,9 +424,8 @@ def _apply(instrs: list[Instruction], nregs: int, g: Graph, ann: Annotation, own
                 nregs += 1
                 src = producer[reg].hop
                 c = convert(src, reg, made[key], target)
-                c.held = kept
-                if kept:
-                    c.hop.params["held"] = _reps(g.vertices[a].op)
+                if kept:  # (Instruction.held; the cost model prices the conversion over these executions)
+                    c.hop.params["held"] = holds[a][1]
                 before.setdefault(id(ins), []).append(c)
             swaps.setdefault(id(ins), {})[at[j]] = made[key]
     out: list[Instruction] = []

@@ -185,8 +185,6 @@ def sum_product(dag: Dag, ctx: Ctx) -> bool:
                 continue
             plan = got
         else:
-            if small is None:
-                small = sum(op_work(x) for x in walk(dag.roots) if not x.is_literal) < SMALL_WORK
             plans = _candidates(ctx, h, regions, mark)
             if not plans and rkey is not None:
                 verdicts.record(rkey)

@@ -124,6 +124,7 @@ def held_convert(value: Any, fmt: str) -> Any:
     if got is not None and got[0]() is value and got[1] == fmt:
         return got[2]
     out = convert_sparse(value, fmt)
+
     def drop(_ref: Any, key: int = key) -> None:
         _HELD.pop(key, None)
 
